@@ -1,0 +1,5 @@
+"""Constants for the XiaoZhi integration."""
+
+from typing import Final
+
+DOMAIN: Final = "xiaozhi"

@@ -1,0 +1,1 @@
+"""Tests for the XiaoZhi integration and its device simulator."""

@@ -1,0 +1,120 @@
+"""Offline checks of what hassfest would check: manifest, hacs.json, translations."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from awesomeversion import AwesomeVersion, AwesomeVersionStrategy
+import pytest
+import yaml
+
+from homeassistant.const import __version__ as HA_VERSION
+
+ROOT = Path(__file__).parent.parent
+COMPONENT = ROOT / "custom_components" / "xiaozhi"
+MANIFEST = json.loads((COMPONENT / "manifest.json").read_text(encoding="utf-8"))
+IOT_CLASSES = {
+    "assumed_state",
+    "calculated",
+    "cloud_polling",
+    "cloud_push",
+    "local_polling",
+    "local_push",
+}
+
+
+def _flatten(tree: dict[str, Any], prefix: str = "") -> set[str]:
+    """Return every leaf key of a nested translation dict as a dotted path."""
+    keys: set[str] = set()
+    for key, value in tree.items():
+        path = f"{prefix}{key}"
+        if isinstance(value, dict):
+            keys |= _flatten(value, f"{path}.")
+        else:
+            keys.add(path)
+    return keys
+
+
+def test_manifest_key_order() -> None:
+    """Hassfest wants domain, name, then the other keys sorted."""
+    keys = list(MANIFEST)
+    assert keys[:2] == ["domain", "name"]
+    assert keys[2:] == sorted(keys[2:])
+
+
+def test_manifest_content() -> None:
+    """The keys a custom integration needs, with valid values."""
+    assert MANIFEST["domain"] == COMPONENT.name == "xiaozhi"
+    assert MANIFEST["config_flow"] is True
+    assert "http" in MANIFEST["dependencies"]
+    assert MANIFEST["iot_class"] in IOT_CLASSES
+    assert MANIFEST["iot_class"] == "local_push"
+    for key in ("documentation", "issue_tracker"):
+        assert MANIFEST[key].startswith("https://")
+    assert MANIFEST["codeowners"]
+    assert all(owner.startswith("@") for owner in MANIFEST["codeowners"])
+    version = AwesomeVersion(
+        MANIFEST["version"],
+        ensure_strategy=[
+            AwesomeVersionStrategy.CALVER,
+            AwesomeVersionStrategy.SEMVER,
+            AwesomeVersionStrategy.SIMPLEVER,
+            AwesomeVersionStrategy.BUILDVER,
+            AwesomeVersionStrategy.PEP440,
+        ],
+    )
+    assert version.valid
+
+
+def test_hacs_json() -> None:
+    """hacs.json names the integration and a Home Assistant it runs on."""
+    hacs = json.loads((ROOT / "hacs.json").read_text(encoding="utf-8"))
+    assert hacs["name"] == MANIFEST["name"]
+    assert AwesomeVersion(HA_VERSION) >= AwesomeVersion(hacs["homeassistant"])
+
+
+def test_project_version_matches_manifest() -> None:
+    """The package version and the manifest version move together."""
+    pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    assert f'version = "{MANIFEST["version"]}"' in pyproject
+
+
+def _translation_files() -> list[Path]:
+    return sorted((COMPONENT / "translations").glob("*.json"))
+
+
+@pytest.mark.skipif(
+    not (COMPONENT / "translations" / "en.json").exists(),
+    reason="no translations yet",
+)
+def test_translations_complete() -> None:
+    """Every language has exactly the English keys and keeps placeholders."""
+    english = json.loads(
+        (COMPONENT / "translations" / "en.json").read_text(encoding="utf-8")
+    )
+    english_keys = _flatten(english)
+    for path in _translation_files():
+        other = json.loads(path.read_text(encoding="utf-8"))
+        assert _flatten(other) == english_keys, path.name
+
+
+@pytest.mark.skipif(
+    not (COMPONENT / "services.yaml").exists(), reason="no services yet"
+)
+def test_services_translated() -> None:
+    """Every action and field in services.yaml has an English name."""
+    services = yaml.safe_load((COMPONENT / "services.yaml").read_text("utf-8"))
+    english = json.loads(
+        (COMPONENT / "translations" / "en.json").read_text(encoding="utf-8")
+    )
+    translated = english["services"]
+    assert set(translated) == set(services)
+    for service, spec in services.items():
+        assert translated[service]["name"]
+        assert translated[service]["description"]
+        fields = set((spec or {}).get("fields", {}))
+        assert set(translated[service].get("fields", {})) == fields
+        for field in fields:
+            assert translated[service]["fields"][field]["name"]
