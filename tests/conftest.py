@@ -1,10 +1,111 @@
-"""Shared fixtures."""
+"""Shared fixtures: Home Assistant with the integration, entries, HTTP clients."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from aiohttp.test_utils import TestClient
+from homeassistant.components.http.ban import KEY_BAN_MANAGER, KEY_LOGIN_THRESHOLD
+from homeassistant.core import HomeAssistant
+from homeassistant.core_config import async_process_ha_core_config
+from homeassistant.setup import async_setup_component
 import pytest
+from pytest_homeassistant_custom_component.common import MockConfigEntry
+
+from custom_components.xiaozhi.const import (
+    CONF_BOARD,
+    CONF_FIRMWARE,
+    CONF_MAC,
+    CONF_TOKEN,
+    DOMAIN,
+)
+
+MAC = "aa:bb:cc:dd:ee:01"
+TOKEN = "device-token-for-tests-0123456789abcdef"
+BOARD = "xiaozhi-sim"
+FIRMWARE = "2.0.4"
+INTERNAL_URL = "http://192.168.1.10:8123"
 
 
 @pytest.fixture(autouse=True)
 def auto_enable_custom_integrations(enable_custom_integrations: None) -> None:
     """Let Home Assistant load custom_components/xiaozhi in every test."""
+
+
+@pytest.fixture
+async def internal_url(hass: HomeAssistant) -> str:
+    """Give Home Assistant an internal URL, as a real installation has."""
+    await async_process_ha_core_config(hass, {"internal_url": INTERNAL_URL})
+    return INTERNAL_URL
+
+
+@pytest.fixture
+def mock_config_entry() -> MockConfigEntry:
+    """Return a paired device's entry."""
+    return MockConfigEntry(
+        domain=DOMAIN,
+        unique_id=MAC,
+        title="XiaoZhi xiaozhi-sim EE:01",
+        data={
+            CONF_MAC: MAC,
+            CONF_TOKEN: TOKEN,
+            CONF_BOARD: BOARD,
+            CONF_FIRMWARE: FIRMWARE,
+        },
+    )
+
+
+@pytest.fixture
+async def setup_integration(hass: HomeAssistant, internal_url: str) -> None:
+    """Load the integration without any entry (its endpoints answer).
+
+    Failed logins are counted (with a threshold no test reaches), as on an
+    installation with IP bans enabled.
+    """
+    assert await async_setup_component(hass, DOMAIN, {})
+    assert KEY_BAN_MANAGER in hass.http.app
+    hass.http.app[KEY_LOGIN_THRESHOLD] = 1000
+    await hass.async_block_till_done()
+
+
+@pytest.fixture
+async def init_integration(
+    hass: HomeAssistant, setup_integration: None, mock_config_entry: MockConfigEntry
+) -> MockConfigEntry:
+    """Load the integration with one paired device."""
+    mock_config_entry.add_to_hass(hass)
+    assert await hass.config_entries.async_setup(mock_config_entry.entry_id)
+    await hass.async_block_till_done()
+    return mock_config_entry
+
+
+@pytest.fixture
+async def client(
+    setup_integration: None,
+    hass_client_no_auth: Callable[[], Awaitable[TestClient[Any, Any]]],
+) -> TestClient[Any, Any]:
+    """Return an unauthenticated client on Home Assistant's HTTP server."""
+    return await hass_client_no_auth()
+
+
+def device_headers(mac: str = MAC, **extra: str) -> dict[str, str]:
+    """Return the headers the firmware sends with its OTA check."""
+    return {
+        "Device-Id": mac,
+        "Client-Id": "0b5e8f7c-3f7d-4a57-9f7e-1c2d3e4f5a6b",
+        "User-Agent": f"{BOARD}/{FIRMWARE}",
+        "Accept-Language": "zh-CN",
+        "Activation-Version": "1",
+        **extra,
+    }
+
+
+def system_info(mac: str = MAC) -> dict[str, Any]:
+    """Return the body of a firmware OTA check."""
+    return {
+        "version": 2,
+        "mac_address": mac,
+        "application": {"name": "xiaozhi", "version": FIRMWARE},
+        "board": {"type": BOARD, "name": BOARD},
+    }

@@ -7,10 +7,9 @@ from pathlib import Path
 from typing import Any
 
 from awesomeversion import AwesomeVersion, AwesomeVersionStrategy
+from homeassistant.const import __version__ as ha_version
 import pytest
 import yaml
-
-from homeassistant.const import __version__ as HA_VERSION
 
 ROOT = Path(__file__).parent.parent
 COMPONENT = ROOT / "custom_components" / "xiaozhi"
@@ -72,7 +71,7 @@ def test_hacs_json() -> None:
     """hacs.json names the integration and a Home Assistant it runs on."""
     hacs = json.loads((ROOT / "hacs.json").read_text(encoding="utf-8"))
     assert hacs["name"] == MANIFEST["name"]
-    assert AwesomeVersion(HA_VERSION) >= AwesomeVersion(hacs["homeassistant"])
+    assert AwesomeVersion(ha_version) >= AwesomeVersion(hacs["homeassistant"])
 
 
 def test_project_version_matches_manifest() -> None:

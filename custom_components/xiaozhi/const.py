@@ -1,5 +1,43 @@
 """Constants for the XiaoZhi integration."""
 
+from __future__ import annotations
+
+import logging
 from typing import Final
 
 DOMAIN: Final = "xiaozhi"
+LOGGER = logging.getLogger(__package__)
+
+# HTTP endpoints on Home Assistant's own server.
+URL_BASE: Final = "/api/xiaozhi/v1"
+URL_WEBSOCKET: Final = f"{URL_BASE}/"
+URL_OTA: Final = f"{URL_BASE}/ota/"
+URL_ACTIVATE: Final = f"{URL_BASE}/ota/activate"
+URL_VISION: Final = f"{URL_BASE}/vision"
+
+# Config entry data.
+CONF_MAC: Final = "mac"
+CONF_TOKEN: Final = "token"  # noqa: S105 - the key's name, not a secret
+CONF_BOARD: Final = "board"
+CONF_FIRMWARE: Final = "firmware"
+
+# Config entry options.
+CONF_CALL_TIMEOUT: Final = "call_timeout"
+CONF_KEEPALIVE: Final = "keepalive"
+DEFAULT_CALL_TIMEOUT: Final = 30.0
+DEFAULT_KEEPALIVE: Final = True
+
+# Device conversation timings (seconds).
+HELLO_TIMEOUT: Final = 10.0
+REQUEST_TIMEOUT: Final = 10.0
+KEEPALIVE_INTERVAL: Final = 50.0
+
+# Pairing.
+CODE_TTL: Final = 600.0
+MAX_CODE_ATTEMPTS: Final = 5
+WAIT_FOR_DEVICE_TIMEOUT: Final = 900.0
+
+# Limits on what a device or a client may send.
+MAX_OTA_BODY: Final = 64 * 1024
+MAX_WS_MESSAGE: Final = 1024 * 1024
+MAX_PHOTO_BYTES: Final = 2 * 1024 * 1024

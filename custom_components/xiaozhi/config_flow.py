@@ -1,0 +1,240 @@
+"""Pairing flows: a device checks in, shows a code, the user types it here."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from homeassistant.config_entries import (
+    ConfigFlow,
+    ConfigFlowResult,
+    OptionsFlow,
+)
+from homeassistant.core import callback
+from homeassistant.helpers.network import NoURLAvailableError, get_url
+from homeassistant.helpers.selector import (
+    BooleanSelector,
+    NumberSelector,
+    NumberSelectorConfig,
+    NumberSelectorMode,
+    TextSelector,
+)
+from homeassistant.helpers.typing import DiscoveryInfoType
+import probatio
+
+from .const import (
+    CONF_BOARD,
+    CONF_CALL_TIMEOUT,
+    CONF_FIRMWARE,
+    CONF_KEEPALIVE,
+    CONF_MAC,
+    CONF_TOKEN,
+    DEFAULT_CALL_TIMEOUT,
+    DEFAULT_KEEPALIVE,
+    DOMAIN,
+    LOGGER,
+    URL_OTA,
+    WAIT_FOR_DEVICE_TIMEOUT,
+)
+from .device import XiaozhiConfigEntry
+from .http import async_setup_http
+from .pairing import CodeCheck, PendingDevice, new_token
+
+CONF_CODE = "code"
+
+
+def entry_title(pending: PendingDevice) -> str:
+    """Return the name a newly paired device gets."""
+    return f"XiaoZhi {pending.board} {pending.mac[-5:].upper()}"
+
+
+class XiaozhiConfigFlow(ConfigFlow, domain=DOMAIN):
+    """Pair a XiaoZhi device with the code it shows."""
+
+    VERSION = 1
+
+    def __init__(self) -> None:
+        """Start without a device."""
+        self._pending: PendingDevice | None = None
+        self._wait_task: asyncio.Task[PendingDevice] | None = None
+
+    @staticmethod
+    @callback
+    def async_get_options_flow(config_entry: XiaozhiConfigEntry) -> OptionsFlow:
+        """Return the options flow."""
+        return XiaozhiOptionsFlow()
+
+    def _device(self) -> PendingDevice:
+        if self._pending is None:  # pragma: no cover - steps run in order
+            raise RuntimeError("no device to pair")
+        return self._pending
+
+    def _ota_url(self) -> str:
+        try:
+            base = get_url(self.hass, allow_external=False, allow_cloud=False)
+        except NoURLAvailableError:
+            base = "http://homeassistant.local:8123"
+        return base.rstrip("/") + URL_OTA
+
+    async def async_step_user(
+        self, user_input: dict[str, Any] | None = None
+    ) -> ConfigFlowResult:
+        """Explain what to enter on the device, then wait for it."""
+        async_setup_http(self.hass)
+        if user_input is None:
+            return self.async_show_form(
+                step_id="user",
+                description_placeholders={"ota_url": self._ota_url()},
+            )
+        return await self.async_step_wait_for_device()
+
+    async def async_step_wait_for_device(
+        self, user_input: dict[str, Any] | None = None
+    ) -> ConfigFlowResult:
+        """Wait until an unpaired device checks in."""
+        if self._wait_task is None:
+            self._wait_task = self.hass.async_create_task(
+                self._async_wait_for_device(), "xiaozhi wait for device"
+            )
+        if not self._wait_task.done():
+            return self.async_show_progress(
+                step_id="wait_for_device",
+                progress_action="wait_for_device",
+                progress_task=self._wait_task,
+                description_placeholders={"ota_url": self._ota_url()},
+            )
+        try:
+            self._pending = self._wait_task.result()
+        except TimeoutError:
+            return self.async_show_progress_done(next_step_id="no_device")
+        return self.async_show_progress_done(next_step_id="device_found")
+
+    async def _async_wait_for_device(self) -> PendingDevice:
+        data = async_setup_http(self.hass)
+        paired = {
+            entry.unique_id
+            for entry in self._async_current_entries(include_ignore=True)
+            if entry.unique_id
+        }
+        async with asyncio.timeout(WAIT_FOR_DEVICE_TIMEOUT):
+            return await data.pairing.wait_for_device(exclude=paired)
+
+    async def async_step_no_device(
+        self, user_input: dict[str, Any] | None = None
+    ) -> ConfigFlowResult:
+        """Give up: no device checked in."""
+        return self.async_abort(
+            reason="no_device", description_placeholders={"ota_url": self._ota_url()}
+        )
+
+    async def async_step_device_found(
+        self, user_input: dict[str, Any] | None = None
+    ) -> ConfigFlowResult:
+        """Take the device that checked in."""
+        pending = self._device()
+        await self.async_set_unique_id(pending.mac, raise_on_progress=False)
+        self._abort_if_unique_id_configured()
+        self.context["title_placeholders"] = {"name": pending.name}
+        return await self.async_step_pair()
+
+    async def async_step_integration_discovery(
+        self, discovery_info: DiscoveryInfoType
+    ) -> ConfigFlowResult:
+        """Start pairing a device that checked in on its own."""
+        mac: str = discovery_info[CONF_MAC]
+        await self.async_set_unique_id(mac)
+        self._abort_if_unique_id_configured()
+        pending = async_setup_http(self.hass).pairing.get(mac)
+        if pending is None:
+            return self.async_abort(reason="code_expired")
+        self._pending = pending
+        self.context["title_placeholders"] = {"name": pending.name}
+        return await self.async_step_pair()
+
+    async def async_step_pair(
+        self, user_input: dict[str, Any] | None = None
+    ) -> ConfigFlowResult:
+        """Ask for the code shown on the device."""
+        pending = self._device()
+        errors: dict[str, str] = {}
+        if user_input is not None:
+            pairing = async_setup_http(self.hass).pairing
+            match pairing.check_code(pending.mac, user_input[CONF_CODE]):
+                case CodeCheck.OK:
+                    pairing.complete(pending.mac)
+                    LOGGER.info("Paired %s", pending.name)
+                    return self.async_create_entry(
+                        title=entry_title(pending),
+                        data={
+                            CONF_MAC: pending.mac,
+                            CONF_TOKEN: new_token(),
+                            CONF_BOARD: pending.board,
+                            CONF_FIRMWARE: pending.firmware,
+                        },
+                    )
+                case CodeCheck.EXPIRED:
+                    return self.async_abort(reason="code_expired")
+                case failure:
+                    errors[CONF_CODE] = failure.value
+        return self.async_show_form(
+            step_id="pair",
+            data_schema=probatio.Schema({probatio.Required(CONF_CODE): TextSelector()}),
+            errors=errors,
+            description_placeholders={
+                "name": pending.name,
+                "board": pending.board,
+                "mac": pending.mac.upper(),
+            },
+        )
+
+    async def async_step_reconfigure(
+        self, user_input: dict[str, Any] | None = None
+    ) -> ConfigFlowResult:
+        """Issue the device a new token."""
+        entry: XiaozhiConfigEntry = self._get_reconfigure_entry()
+        if user_input is None:
+            return self.async_show_form(
+                step_id="reconfigure",
+                description_placeholders={"name": entry.title},
+            )
+        self.hass.config_entries.async_update_entry(
+            entry, data={**entry.data, CONF_TOKEN: new_token()}
+        )
+        LOGGER.info("Issued a new token to %s", entry.title)
+        await entry.runtime_data.async_token_changed()
+        return self.async_abort(reason="reconfigure_successful")
+
+
+class XiaozhiOptionsFlow(OptionsFlow):
+    """Tool call timeout and keep-alive."""
+
+    async def async_step_init(
+        self, user_input: dict[str, Any] | None = None
+    ) -> ConfigFlowResult:
+        """Show the options."""
+        if user_input is not None:
+            return self.async_create_entry(data=user_input)
+        options = self.config_entry.options
+        return self.async_show_form(
+            step_id="init",
+            data_schema=probatio.Schema(
+                {
+                    probatio.Required(
+                        CONF_CALL_TIMEOUT,
+                        default=options.get(CONF_CALL_TIMEOUT, DEFAULT_CALL_TIMEOUT),
+                    ): NumberSelector(
+                        NumberSelectorConfig(
+                            min=5,
+                            max=300,
+                            step=1,
+                            mode=NumberSelectorMode.BOX,
+                            unit_of_measurement="s",
+                        )
+                    ),
+                    probatio.Required(
+                        CONF_KEEPALIVE,
+                        default=options.get(CONF_KEEPALIVE, DEFAULT_KEEPALIVE),
+                    ): BooleanSelector(),
+                }
+            ),
+        )

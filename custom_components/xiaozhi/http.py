@@ -1,0 +1,349 @@
+"""HTTP endpoints the devices talk to: OTA check, activation, WebSocket, vision.
+
+The views are registered once per process (aiohttp routes cannot be removed)
+and find the device's config entry for every request.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+import hmac
+from http import HTTPStatus
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import BodyPartReader, web
+from homeassistant.components.http.ban import process_wrong_login
+from homeassistant.config_entries import SOURCE_IGNORE, ConfigEntry, ConfigEntryState
+from homeassistant.const import EVENT_HOMEASSISTANT_STOP
+from homeassistant.core import Event, HomeAssistant, callback
+from homeassistant.helpers.http import KEY_HASS, HomeAssistantView
+from homeassistant.helpers.network import NoURLAvailableError, get_url
+from homeassistant.util import dt as dt_util
+from homeassistant.util.hass_dict import HassKey
+import orjson
+
+from .const import (
+    CONF_MAC,
+    CONF_TOKEN,
+    DOMAIN,
+    LOGGER,
+    MAX_OTA_BODY,
+    MAX_PHOTO_BYTES,
+    MAX_WS_MESSAGE,
+    URL_ACTIVATE,
+    URL_OTA,
+    URL_VISION,
+    URL_WEBSOCKET,
+)
+from .pairing import PairingManager, normalize_mac
+
+if TYPE_CHECKING:
+    from .device import XiaozhiDevice
+
+JPEG_MAGIC = b"\xff\xd8\xff"
+VISION_ANSWER = "Photo received by Home Assistant."
+
+
+@dataclass(slots=True)
+class XiaozhiData:
+    """What the integration keeps once per Home Assistant instance."""
+
+    pairing: PairingManager
+    devices: dict[str, XiaozhiDevice] = field(default_factory=dict)
+
+
+DATA_KEY: HassKey[XiaozhiData] = HassKey(DOMAIN)
+
+
+@callback
+def async_setup_http(hass: HomeAssistant) -> XiaozhiData:
+    """Register the views once and return the instance-wide data."""
+    if (data := hass.data.get(DATA_KEY)) is not None:
+        return data
+    data = hass.data[DATA_KEY] = XiaozhiData(pairing=PairingManager(hass))
+    hass.http.register_view(OtaView())
+    hass.http.register_view(ActivateView())
+    hass.http.register_view(DeviceWebSocketView())
+    hass.http.register_view(VisionView())
+
+    @callback
+    def _stop(_event: Event) -> None:
+        data.pairing.shutdown()
+
+    hass.bus.async_listen_once(EVENT_HOMEASSISTANT_STOP, _stop)
+    return data
+
+
+def base_url(hass: HomeAssistant, request: web.Request) -> str:
+    """Return the address devices use to reach Home Assistant."""
+    try:
+        return get_url(hass, allow_external=False, allow_cloud=False)
+    except NoURLAvailableError:
+        return str(request.url.origin())
+
+
+def websocket_url(hass: HomeAssistant, request: web.Request) -> str:
+    """Return the WebSocket URL a device should dial."""
+    url = base_url(hass, request)
+    if url.startswith("https://"):
+        url = "wss://" + url.removeprefix("https://")
+    elif url.startswith("http://"):
+        url = "ws://" + url.removeprefix("http://")
+    return url.rstrip("/") + URL_WEBSOCKET
+
+
+def vision_url(hass: HomeAssistant, request: web.Request) -> str:
+    """Return the URL a device uploads photos to."""
+    return base_url(hass, request).rstrip("/") + URL_VISION
+
+
+def bearer_token(request: web.Request) -> str | None:
+    """Return the bearer token of a request, if any."""
+    header = request.headers.get("Authorization", "")
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        return None
+    return token.strip()
+
+
+def entry_for_token(hass: HomeAssistant, token: str) -> ConfigEntry | None:
+    """Find the entry a device token belongs to, in constant time per entry."""
+    found: ConfigEntry | None = None
+    encoded = token.encode()
+    for entry in hass.config_entries.async_entries(DOMAIN, include_ignore=False):
+        stored = entry.data.get(CONF_TOKEN)
+        if isinstance(stored, str) and hmac.compare_digest(stored.encode(), encoded):
+            found = entry
+    return found
+
+
+def _error(status: HTTPStatus, message: str) -> web.Response:
+    return web.json_response(
+        {"error": message}, status=status, dumps=lambda obj: orjson.dumps(obj).decode()
+    )
+
+
+def _server_time() -> dict[str, int]:
+    now = dt_util.now()
+    offset = now.utcoffset()
+    return {
+        "timestamp": int(now.timestamp() * 1000),
+        "timezone_offset": int(offset.total_seconds() // 60) if offset else 0,
+    }
+
+
+async def _read_json(request: web.Request) -> dict[str, Any] | web.Response:
+    """Read a small JSON object body, or return the error response."""
+    if request.content_length is not None and request.content_length > MAX_OTA_BODY:
+        return _error(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, "Body too large")
+    body = bytearray()
+    async for chunk in request.content.iter_any():
+        body += chunk
+        if len(body) > MAX_OTA_BODY:
+            return _error(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, "Body too large")
+    if not body.strip():
+        return {}
+    try:
+        info = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return _error(HTTPStatus.BAD_REQUEST, "Body is not valid JSON")
+    if not isinstance(info, dict):
+        return _error(HTTPStatus.BAD_REQUEST, "Body is not a JSON object")
+    return info
+
+
+def _device_mac(request: web.Request) -> str | None:
+    return normalize_mac(request.headers.get("Device-Id"))
+
+
+def _describe(info: dict[str, Any], request: web.Request) -> tuple[str, str]:
+    """Return the board name and firmware version a device reports."""
+    board = info.get("board")
+    application = info.get("application")
+    name: Any = None
+    if isinstance(board, dict):
+        name = board.get("name") or board.get("type")
+    version = application.get("version") if isinstance(application, dict) else None
+    agent = request.headers.get("User-Agent", "")
+    agent_board, _, agent_version = agent.partition("/")
+    board_name = name if isinstance(name, str) and name else agent_board or "device"
+    firmware = version if isinstance(version, str) and version else agent_version
+    return board_name[:64], firmware[:32]
+
+
+class OtaView(HomeAssistantView):
+    """The device's OTA check: hands out pairing codes and, once paired, its link."""
+
+    url = URL_OTA
+    extra_urls = [URL_OTA.rstrip("/")]  # noqa: RUF012 - as declared by the base
+    name = "api:xiaozhi:ota"
+    requires_auth = False
+
+    async def post(self, request: web.Request) -> web.Response:
+        """Answer a device's check-in."""
+        hass = request.app[KEY_HASS]
+        mac = _device_mac(request)
+        if mac is None:
+            return _error(HTTPStatus.BAD_REQUEST, "Missing or invalid Device-Id header")
+        info = await _read_json(request)
+        if isinstance(info, web.Response):
+            return info
+        answer: dict[str, Any] = {"server_time": _server_time()}
+        entry = hass.config_entries.async_entry_for_domain_unique_id(DOMAIN, mac)
+        if entry is not None:
+            if entry.source == SOURCE_IGNORE:
+                return _error(HTTPStatus.FORBIDDEN, "Device is ignored")
+            if entry.disabled_by is not None:
+                return _error(HTTPStatus.FORBIDDEN, "Device is disabled")
+            answer["websocket"] = {
+                "url": websocket_url(hass, request),
+                "token": entry.data[CONF_TOKEN],
+                "version": 1,
+            }
+            return self.json(answer)
+        board, firmware = _describe(info, request)
+        pending = hass.data[DATA_KEY].pairing.check_in(mac, board, firmware)
+        answer["activation"] = {
+            "code": pending.code,
+            "message": f"Home Assistant\n{pending.code}",
+            "challenge": pending.challenge,
+            "timeout_ms": int(pending.remaining() * 1000),
+        }
+        return self.json(answer)
+
+
+class ActivateView(HomeAssistantView):
+    """Polled by a device while its code is shown: 202 pending, 200 paired."""
+
+    url = URL_ACTIVATE
+    name = "api:xiaozhi:activate"
+    requires_auth = False
+
+    async def post(self, request: web.Request) -> web.Response:
+        """Tell the device whether the user entered its code."""
+        hass = request.app[KEY_HASS]
+        mac = _device_mac(request)
+        if mac is None:
+            return _error(HTTPStatus.BAD_REQUEST, "Missing or invalid Device-Id header")
+        info = await _read_json(request)
+        if isinstance(info, web.Response):
+            return info
+        entry = hass.config_entries.async_entry_for_domain_unique_id(DOMAIN, mac)
+        if entry is not None and entry.source != SOURCE_IGNORE:
+            return self.json({"status": "activated"})
+        if hass.data[DATA_KEY].pairing.get(mac) is not None:
+            return self.json({"status": "pending"}, HTTPStatus.ACCEPTED)
+        return _error(HTTPStatus.NOT_FOUND, "No pairing in progress for this device")
+
+
+class DeviceWebSocketView(HomeAssistantView):
+    """The devices' WebSocket: the bearer token selects the config entry."""
+
+    url = URL_WEBSOCKET
+    name = "api:xiaozhi:websocket"
+    requires_auth = False
+
+    async def get(self, request: web.Request) -> web.StreamResponse:
+        """Authenticate the device, then serve its conversation."""
+        hass = request.app[KEY_HASS]
+        token = bearer_token(request)
+        entry = entry_for_token(hass, token) if token else None
+        if entry is None:
+            await process_wrong_login(request)
+            return _error(HTTPStatus.UNAUTHORIZED, "Invalid token")
+        if _device_mac(request) != entry.data[CONF_MAC]:
+            await process_wrong_login(request)
+            return _error(HTTPStatus.UNAUTHORIZED, "Device-Id does not match")
+        if entry.disabled_by is not None:
+            return _error(HTTPStatus.FORBIDDEN, "Device is disabled in Home Assistant")
+        if entry.state is not ConfigEntryState.LOADED:
+            return _error(
+                HTTPStatus.SERVICE_UNAVAILABLE, "Device is not loaded in Home Assistant"
+            )
+        device: XiaozhiDevice = entry.runtime_data
+        ws = web.WebSocketResponse(
+            heartbeat=None,
+            autoping=True,
+            compress=False,
+            max_msg_size=MAX_WS_MESSAGE,
+            timeout=2.0,
+        )
+        await ws.prepare(request)
+        LOGGER.debug("%s opened a WebSocket from %s", device.name, request.remote)
+        await device.async_handle_connection(ws, request, vision_url(hass, request))
+        return ws
+
+
+class VisionView(HomeAssistantView):
+    """Photos from the device camera, authorised by the session's vision token."""
+
+    url = URL_VISION
+    name = "api:xiaozhi:vision"
+    requires_auth = False
+
+    async def post(self, request: web.Request) -> web.Response:
+        """Store the uploaded photo for the device's image entity."""
+        hass = request.app[KEY_HASS]
+        mac = _device_mac(request)
+        device = hass.data[DATA_KEY].devices.get(mac) if mac else None
+        token = bearer_token(request)
+        session = device.session if device is not None else None
+        if (
+            device is None
+            or session is None
+            or token is None
+            or not hmac.compare_digest(session.vision_token.encode(), token.encode())
+        ):
+            await process_wrong_login(request)
+            return _error(HTTPStatus.UNAUTHORIZED, "Invalid vision token")
+        if (
+            request.content_length is not None
+            and request.content_length > MAX_PHOTO_BYTES + MAX_OTA_BODY
+        ):
+            return _error(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, "Photo too large")
+        try:
+            question, photo = await _read_photo(request)
+        except (ValueError, TypeError) as err:
+            LOGGER.warning("%s sent an unusable photo: %s", device.name, err)
+            return _error(HTTPStatus.BAD_REQUEST, str(err))
+        except _TooLargeError:
+            return _error(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, "Photo too large")
+        device.store_photo(photo, "image/jpeg", question)
+        return web.Response(text=VISION_ANSWER)
+
+
+class _TooLargeError(Exception):
+    """A part of the upload is over its limit."""
+
+
+async def _read_photo(request: web.Request) -> tuple[str, bytes]:
+    """Read the ``question`` and ``file`` parts of a vision upload."""
+    if not request.content_type.startswith("multipart/"):
+        raise ValueError("expected multipart/form-data")
+    reader = await request.multipart()
+    question = ""
+    photo: bytes | None = None
+    while (part := await reader.next()) is not None:
+        if not isinstance(part, BodyPartReader):
+            raise TypeError("nested multipart is not supported")
+        if part.name == "question":
+            raw = await _read_part(part, MAX_OTA_BODY)
+            question = raw.decode("utf-8", "replace")
+        elif part.name == "file":
+            photo = await _read_part(part, MAX_PHOTO_BYTES)
+        else:
+            await part.release()
+    if photo is None:
+        raise ValueError("no file part")
+    if not photo.startswith(JPEG_MAGIC):
+        raise ValueError("file is not a JPEG")
+    return question, photo
+
+
+async def _read_part(part: BodyPartReader, limit: int) -> bytes:
+    data = bytearray()
+    while chunk := await part.read_chunk():
+        data += chunk
+        if len(data) > limit:
+            raise _TooLargeError
+    return bytes(data)

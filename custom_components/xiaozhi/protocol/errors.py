@@ -1,0 +1,60 @@
+"""Exceptions raised by the protocol layer.
+
+Every failure a caller can see derives from :class:`XiaozhiError`, so the
+Home Assistant side can turn all of them into one translated error.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class XiaozhiError(Exception):
+    """Base class of every protocol-level failure."""
+
+
+class ProtocolError(XiaozhiError):
+    """A frame from the device does not follow the protocol."""
+
+
+class ConnectionClosedError(XiaozhiError):
+    """The link to the device is gone; the request cannot complete."""
+
+
+class RequestTimeoutError(XiaozhiError):
+    """The device did not answer a request in time."""
+
+    def __init__(self, method: str, timeout: float) -> None:
+        """Remember which request timed out and after how long."""
+        super().__init__(f"{method} got no answer within {timeout:g} s")
+        self.method = method
+        self.timeout = timeout
+
+
+class McpError(XiaozhiError):
+    """The device answered a JSON-RPC request with an error."""
+
+    def __init__(self, message: str, code: int | None = None) -> None:
+        """Keep the device's message and its code when it sent one."""
+        super().__init__(message)
+        self.message = message
+        self.code = code
+
+
+class ArgumentError(XiaozhiError):
+    """Tool arguments do not match the tool's input schema.
+
+    ``reason`` is a stable key (``missing_argument``, ``unknown_argument``,
+    ``invalid_type``, ``out_of_range``, ``invalid_arguments``) that a user
+    interface can translate, with ``placeholders`` for the message.
+    """
+
+    def __init__(self, reason: str, argument: str, **details: Any) -> None:
+        """Store the reason key and the values a message needs."""
+        self.reason = reason
+        self.argument = argument
+        self.placeholders: dict[str, str] = {
+            "argument": argument,
+            **{key: str(value) for key, value in details.items()},
+        }
+        super().__init__(f"{reason}: {argument} {details or ''}".rstrip())

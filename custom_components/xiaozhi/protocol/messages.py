@@ -1,0 +1,137 @@
+"""Frames of the xiaozhi WebSocket protocol: parsing, building and limits."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+import re
+from typing import Any, Final
+
+import orjson
+
+from .errors import ProtocolError
+
+# A tools/list page is about 8 KB and a tool result rarely more; pictures go
+# over HTTP. Anything far beyond this is not a device talking.
+MAX_TEXT_FRAME: Final = 1024 * 1024
+
+DEFAULT_AUDIO_PARAMS: Final[dict[str, Any]] = {
+    "format": "opus",
+    "sample_rate": 24000,
+    "channels": 1,
+    "frame_duration": 60,
+}
+
+_ERROR_ID = re.compile(rb'"id"\s*:\s*(\d{1,18})\s*,\s*"error"\s*:\s*\{')
+_ERROR_MESSAGE = re.compile(rb'"message"\s*:\s*"(.*)"\s*\}\s*\}\s*\}?\s*$', re.S)
+_TYPE_MCP = re.compile(rb'"type"\s*:\s*"mcp"')
+
+
+def loads(data: str | bytes) -> Any:
+    """Decode JSON, raising :class:`ProtocolError` on any malformed input."""
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError as err:
+        raise ProtocolError(f"invalid JSON: {err}") from None
+
+
+def dumps(obj: Any) -> str:
+    """Encode a frame as compact JSON text."""
+    return orjson.dumps(obj).decode()
+
+
+def parse_frame(text: str) -> dict[str, Any]:
+    """Parse one text frame into a dict that has a string ``type``."""
+    if len(text) > MAX_TEXT_FRAME:
+        raise ProtocolError(f"frame of {len(text)} characters is too large")
+    try:
+        frame = orjson.loads(text)
+    except orjson.JSONDecodeError as err:
+        raise ProtocolError(f"invalid JSON: {err}") from None
+    if not isinstance(frame, dict):
+        raise ProtocolError("frame is not a JSON object")
+    if not isinstance(frame.get("type"), str):
+        raise ProtocolError("frame has no type")
+    return frame
+
+
+def recover_error_reply(text: str) -> tuple[int, str] | None:
+    """Find the id and message in an MCP error frame that is not valid JSON.
+
+    The firmware builds error replies by concatenating strings without
+    escaping the message, so a quote in the message breaks the JSON. The id
+    comes before the message and is still readable.
+    """
+    raw = text.encode("utf-8", "replace")
+    if not _TYPE_MCP.search(raw):
+        return None
+    id_match = _ERROR_ID.search(raw)
+    if id_match is None:
+        return None
+    message_match = _ERROR_MESSAGE.search(raw, id_match.end())
+    message = (
+        message_match.group(1).decode("utf-8", "replace")
+        if message_match is not None
+        else text
+    )
+    return int(id_match.group(1)), message
+
+
+@dataclass(slots=True, frozen=True, kw_only=True)
+class DeviceHello:
+    """What the device says about itself in its first frame."""
+
+    version: int
+    transport: str
+    features: dict[str, Any] = field(default_factory=dict)
+    audio_params: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def supports_mcp(self) -> bool:
+        """Return True when the device announced an MCP server."""
+        return self.features.get("mcp") is True
+
+    @classmethod
+    def from_frame(cls, frame: dict[str, Any]) -> DeviceHello:
+        """Read a hello frame, tolerating missing optional parts."""
+        if frame.get("type") != "hello":
+            raise ProtocolError(f"expected hello, got {frame.get('type')!r}")
+        version = frame.get("version", 1)
+        features = frame.get("features")
+        audio_params = frame.get("audio_params")
+        transport = frame.get("transport", "websocket")
+        return cls(
+            version=version
+            if isinstance(version, int) and not isinstance(version, bool)
+            else 1,
+            transport=transport if isinstance(transport, str) else "websocket",
+            features=features if isinstance(features, dict) else {},
+            audio_params=audio_params if isinstance(audio_params, dict) else {},
+        )
+
+
+def server_hello(session_id: str, audio_params: dict[str, Any]) -> dict[str, Any]:
+    """Build the server's hello; ``transport`` is mandatory for the firmware."""
+    return {
+        "type": "hello",
+        "transport": "websocket",
+        "session_id": session_id,
+        "audio_params": audio_params,
+    }
+
+
+def mcp_frame(session_id: str, payload: dict[str, Any]) -> dict[str, Any]:
+    """Wrap a JSON-RPC payload for the device."""
+    return {"session_id": session_id, "type": "mcp", "payload": payload}
+
+
+def alert_frame(
+    session_id: str, status: str, message: str, emotion: str = "neutral"
+) -> dict[str, Any]:
+    """Build an alert: the device shows ``status`` and ``message`` on screen."""
+    return {
+        "session_id": session_id,
+        "type": "alert",
+        "status": status,
+        "message": message,
+        "emotion": emotion,
+    }

@@ -1,0 +1,382 @@
+"""One WebSocket conversation with a device.
+
+The owner of the socket feeds every frame in (:meth:`DeviceSession.feed_text`,
+:meth:`DeviceSession.feed_binary`) and calls :meth:`DeviceSession.connection_lost`
+when the socket ends. The session answers the hello, runs the MCP handshake
+(``initialize``, paged ``tools/list``, device status), keeps the link alive and
+reports what it learns to a :class:`SessionHandler`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Coroutine
+from enum import StrEnum
+import logging
+import secrets
+from typing import Any, Final, Protocol
+
+from .errors import ConnectionClosedError, McpError, ProtocolError, XiaozhiError
+from .mcp import McpClient
+from .messages import (
+    DEFAULT_AUDIO_PARAMS,
+    DeviceHello,
+    alert_frame,
+    dumps,
+    mcp_frame,
+    parse_frame,
+    recover_error_reply,
+    server_hello,
+)
+from .tools import Tool, ToolResult
+
+_LOGGER = logging.getLogger(__name__)
+
+STATUS_TOOL: Final = "self.get_device_status"
+MCP_PROTOCOL_VERSION: Final = "2024-11-05"
+CLIENT_INFO: Final = {"name": "home-assistant-xiaozhi", "version": "1"}
+MAX_TOOL_PAGES: Final = 64
+
+
+class CloseReason(StrEnum):
+    """Why a session ended."""
+
+    DEVICE_CLOSED = "device_closed"
+    HELLO_TIMEOUT = "hello_timeout"
+    BAD_HELLO = "bad_hello"
+    HANDSHAKE_FAILED = "handshake_failed"
+    REPLACED = "replaced"
+    SERVER_CLOSED = "server_closed"
+
+
+class Transport(Protocol):
+    """What the session needs from a WebSocket."""
+
+    async def send_str(self, data: str, compress: int | None = None) -> None:
+        """Send one text frame."""
+
+    async def close(self, *, code: int = 1000, message: bytes = b"") -> bool:
+        """Close the socket."""
+
+
+class SessionHandler(Protocol):
+    """Receives what a session learns, in the order it learns it."""
+
+    def session_ready(self, session: DeviceSession) -> None:
+        """Handshake done: server info, tools and first status are known."""
+
+    def session_tools(self, session: DeviceSession) -> None:
+        """Take a tool list that was fetched again."""
+
+    def session_status(self, session: DeviceSession, status: dict[str, Any]) -> None:
+        """Take a status the device reported."""
+
+    def session_notification(
+        self, session: DeviceSession, method: str, params: dict[str, Any]
+    ) -> None:
+        """Take an MCP notification from the device."""
+
+    def session_message(self, session: DeviceSession, frame: dict[str, Any]) -> None:
+        """Take a non-MCP frame sent after the hello (listen, abort...)."""
+
+    def session_closed(self, session: DeviceSession, reason: CloseReason) -> None:
+        """Learn that the session ended; pending requests have failed."""
+
+
+class DeviceSession:
+    """Server side of one device connection."""
+
+    def __init__(
+        self,
+        transport: Transport,
+        handler: SessionHandler,
+        *,
+        vision_url: str,
+        vision_token: str,
+        request_timeout: float = 10.0,
+        call_timeout: float = 30.0,
+        hello_timeout: float = 10.0,
+        keepalive_interval: float | None = 50.0,
+        audio_params: dict[str, Any] | None = None,
+    ) -> None:
+        """Prepare a session; nothing is sent before the device's hello."""
+        self._transport = transport
+        self._handler = handler
+        self.session_id = secrets.token_hex(8)
+        self.vision_url = vision_url
+        self.vision_token = vision_token
+        self.request_timeout = request_timeout
+        self.call_timeout = call_timeout
+        self._hello_timeout = hello_timeout
+        self._keepalive_interval = keepalive_interval
+        self._audio_params = audio_params or DEFAULT_AUDIO_PARAMS
+        self.mcp = McpClient(self._send_payload, self._on_notification)
+        self.hello: DeviceHello | None = None
+        self.server_info: dict[str, Any] = {}
+        self.tools: dict[str, Tool] = {}
+        self.status: dict[str, Any] | None = None
+        self.ready = False
+        self.closed = False
+        self.close_reason: CloseReason | None = None
+        self.binary_frames = 0
+        self.binary_bytes = 0
+        self._malformed_frames = 0
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._keepalive_task: asyncio.Task[None] | None = None
+        self._hello_timer: asyncio.TimerHandle | None = None
+
+    # --- life cycle -----------------------------------------------------
+
+    def start(self) -> None:
+        """Start waiting for the device's hello."""
+        loop = asyncio.get_running_loop()
+        self._hello_timer = loop.call_later(self._hello_timeout, self._hello_expired)
+
+    def _hello_expired(self) -> None:
+        self._hello_timer = None
+        _LOGGER.warning("Device sent no hello within %g s", self._hello_timeout)
+        self._spawn(self.close(CloseReason.HELLO_TIMEOUT, "no hello"))
+
+    async def close(self, reason: CloseReason, message: str = "") -> None:
+        """Close the link; pending requests fail at once."""
+        if self.close_reason is None:
+            self.close_reason = reason
+        self.mcp.close(f"session closed: {reason}")
+        try:
+            await self._transport.close(
+                code=1000, message=(message or str(reason)).encode()[:120]
+            )
+        except (ConnectionError, RuntimeError) as err:  # pragma: no cover
+            _LOGGER.debug("Closing the socket failed: %s", err)
+
+    async def connection_lost(self) -> None:
+        """Tear down after the socket ended, whatever ended it."""
+        if self.closed:
+            return
+        self.closed = True
+        self.ready = False
+        if self._hello_timer is not None:
+            self._hello_timer.cancel()
+            self._hello_timer = None
+        reason = self.close_reason or CloseReason.DEVICE_CLOSED
+        self.close_reason = reason
+        self.mcp.close(f"connection lost ({reason})")
+        current = asyncio.current_task()
+        tasks = [task for task in self._tasks if task is not current]
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+        self._handler.session_closed(self, reason)
+
+    def _spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    def set_keepalive(self, interval: float | None) -> None:
+        """Start, restart or stop the keep-alive on a live session."""
+        self._keepalive_interval = interval
+        if self._keepalive_task is not None:
+            self._keepalive_task.cancel()
+            self._keepalive_task = None
+        if interval and self.ready and not self.closed:
+            self._keepalive_task = self._spawn(self._keepalive(interval))
+
+    # --- incoming -------------------------------------------------------
+
+    def feed_text(self, text: str) -> None:
+        """Handle one text frame from the device."""
+        try:
+            frame = parse_frame(text)
+        except ProtocolError as err:
+            recovered = recover_error_reply(text)
+            if recovered is not None:
+                self.mcp.fail_request(*recovered)
+                return
+            self._malformed(err, text)
+            return
+        kind = frame["type"]
+        if kind == "mcp":
+            answer = self.mcp.handle_payload(frame.get("payload"))
+            if answer is not None:
+                self._spawn(self._send_payload(answer))
+        elif self.hello is None:
+            if kind == "hello":
+                self._on_hello(frame)
+            else:
+                self._malformed(ProtocolError(f"{kind!r} before hello"), text)
+        elif kind == "hello":
+            _LOGGER.debug("Ignoring a second hello")
+        else:
+            self._handler.session_message(self, frame)
+
+    def feed_binary(self, data: bytes) -> None:
+        """Count an audio frame; audio is not processed."""
+        self.binary_frames += 1
+        self.binary_bytes += len(data)
+
+    def _malformed(self, err: Exception, text: str) -> None:
+        self._malformed_frames += 1
+        level = logging.WARNING if self._malformed_frames == 1 else logging.DEBUG
+        _LOGGER.log(level, "Ignoring malformed frame (%s): %.200r", err, text)
+
+    def _on_hello(self, frame: dict[str, Any]) -> None:
+        if self._hello_timer is not None:
+            self._hello_timer.cancel()
+            self._hello_timer = None
+        try:
+            self.hello = DeviceHello.from_frame(frame)
+        except ProtocolError as err:  # pragma: no cover - from_frame checks type
+            _LOGGER.warning("Bad hello: %s", err)
+            self._spawn(self.close(CloseReason.BAD_HELLO, "bad hello"))
+            return
+        self._spawn(self._handshake())
+
+    def _on_notification(self, method: str, params: dict[str, Any]) -> None:
+        self._handler.session_notification(self, method, params)
+
+    # --- outgoing -------------------------------------------------------
+
+    async def send_frame(self, frame: dict[str, Any]) -> None:
+        """Send a frame; ConnectionClosedError when the link is gone."""
+        if self.closed:
+            raise ConnectionClosedError("session closed")
+        try:
+            await self._transport.send_str(dumps(frame))
+        except (ConnectionError, RuntimeError) as err:
+            raise ConnectionClosedError(str(err)) from err
+
+    async def _send_payload(self, payload: dict[str, Any]) -> None:
+        await self.send_frame(mcp_frame(self.session_id, payload))
+
+    async def send_alert(
+        self, status: str, message: str, emotion: str = "neutral"
+    ) -> None:
+        """Show a message on the device's screen."""
+        await self.send_frame(alert_frame(self.session_id, status, message, emotion))
+
+    # --- MCP ------------------------------------------------------------
+
+    async def _handshake(self) -> None:
+        hello = self.hello
+        try:
+            await self.send_frame(server_hello(self.session_id, self._audio_params))
+            if hello is not None and hello.supports_mcp:
+                await self._initialize()
+                await self.list_tools()
+                if STATUS_TOOL in self.tools:
+                    await self._refresh_status_quietly()
+        except ConnectionClosedError:
+            return
+        except XiaozhiError as err:
+            _LOGGER.warning("Device handshake failed: %s", err)
+            await self.close(CloseReason.HANDSHAKE_FAILED, "handshake failed")
+            return
+        self.ready = True
+        self._handler.session_ready(self)
+        self.set_keepalive(self._keepalive_interval)
+
+    async def _initialize(self) -> None:
+        result = await self.mcp.request(
+            "initialize",
+            {
+                "protocolVersion": MCP_PROTOCOL_VERSION,
+                "capabilities": {
+                    "vision": {"url": self.vision_url, "token": self.vision_token}
+                },
+                "clientInfo": CLIENT_INFO,
+            },
+            self.request_timeout,
+        )
+        info = result.get("serverInfo") if isinstance(result, dict) else None
+        self.server_info = info if isinstance(info, dict) else {}
+
+    async def list_tools(self) -> dict[str, Tool]:
+        """Fetch every page of ``tools/list`` (user-only tools included)."""
+        tools: dict[str, Tool] = {}
+        cursor = ""
+        seen: set[str] = set()
+        for _ in range(MAX_TOOL_PAGES):
+            result = await self.mcp.request(
+                "tools/list",
+                {"cursor": cursor, "withUserTools": True},
+                self.request_timeout,
+            )
+            if not isinstance(result, dict):
+                raise ProtocolError("tools/list result is not an object")
+            page = result.get("tools")
+            for item in page if isinstance(page, list) else ():
+                tool = Tool.from_json(item)
+                if tool is None:
+                    _LOGGER.debug("Skipping malformed tool %.200r", item)
+                else:
+                    tools[tool.name] = tool
+            next_cursor = result.get("nextCursor")
+            if not isinstance(next_cursor, str) or not next_cursor:
+                break
+            if next_cursor in seen:
+                _LOGGER.warning("Device repeated tools/list cursor %r", next_cursor)
+                break
+            seen.add(next_cursor)
+            cursor = next_cursor
+        else:
+            _LOGGER.warning("Device tools/list exceeded %d pages", MAX_TOOL_PAGES)
+        self.tools = tools
+        return tools
+
+    async def refresh(self) -> None:
+        """Fetch the tool list and the status again."""
+        await self.list_tools()
+        self._handler.session_tools(self)
+        if STATUS_TOOL in self.tools:
+            await self.refresh_status()
+
+    async def refresh_status(self) -> dict[str, Any] | None:
+        """Ask the device for its status and report it."""
+        result = await self.call_tool(STATUS_TOOL, {}, self.request_timeout)
+        status = result.json
+        if result.is_error or not isinstance(status, dict):
+            _LOGGER.debug("Unusable device status: %.200r", result.text)
+            return None
+        self.status = status
+        if self.ready:
+            self._handler.session_status(self, status)
+        return status
+
+    async def _refresh_status_quietly(self) -> None:
+        try:
+            await self.refresh_status()
+        except (McpError, ProtocolError) as err:
+            _LOGGER.debug("Device status unavailable: %s", err)
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], timeout: float | None = None
+    ) -> ToolResult:
+        """Call a tool; a JSON-RPC error comes back as an error result."""
+        try:
+            result = await self.mcp.request(
+                "tools/call",
+                {"name": name, "arguments": arguments},
+                timeout if timeout is not None else self.call_timeout,
+            )
+        except McpError as err:
+            return ToolResult.from_error(err.message, err.code)
+        return ToolResult.from_result(result)
+
+    async def _keepalive(self, interval: float) -> None:
+        """Talk to the device often enough that it keeps the link open."""
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                if STATUS_TOOL in self.tools:
+                    await self.refresh_status()
+                else:
+                    # Any answer counts as traffic; the firmware answers an
+                    # unknown method with an error.
+                    await self.mcp.request("ping", None, self.request_timeout)
+            except ConnectionClosedError:
+                return
+            except XiaozhiError as err:
+                _LOGGER.debug("Keep-alive request failed: %s", err)

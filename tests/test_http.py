@@ -1,0 +1,247 @@
+"""The device endpoints refuse what they must, with clear statuses."""
+
+from __future__ import annotations
+
+from typing import Any
+from unittest.mock import patch
+
+from aiohttp import WSServerHandshakeError
+from aiohttp.test_utils import TestClient
+from homeassistant.components.http.ban import KEY_FAILED_LOGIN_ATTEMPTS
+from homeassistant.config_entries import (
+    SOURCE_IGNORE,
+    ConfigEntryDisabler,
+    ConfigEntryState,
+)
+from homeassistant.core import HomeAssistant
+from homeassistant.helpers.network import NoURLAvailableError
+from homeassistant.setup import async_setup_component
+import pytest
+from pytest_homeassistant_custom_component.common import MockConfigEntry
+
+from custom_components.xiaozhi.const import (
+    CONF_MAC,
+    DOMAIN,
+    MAX_OTA_BODY,
+    URL_ACTIVATE,
+    URL_OTA,
+    URL_VISION,
+    URL_WEBSOCKET,
+)
+
+from .conftest import MAC, TOKEN, device_headers, system_info
+
+
+@pytest.mark.parametrize(
+    ("headers", "body", "status"),
+    [
+        ({}, b"{}", 400),
+        ({"Device-Id": "not-a-mac"}, b"{}", 400),
+        (device_headers(), b"{not json", 400),
+        (device_headers(), b"[1, 2]", 400),
+        (device_headers(), b"x" * (MAX_OTA_BODY + 1), 413),
+    ],
+    ids=["no-device-id", "bad-device-id", "bad-json", "not-object", "too-large"],
+)
+@pytest.mark.parametrize("url", [URL_OTA, URL_ACTIVATE])
+async def test_malformed_ota_requests(
+    hass: HomeAssistant,
+    client: TestClient[Any, Any],
+    url: str,
+    headers: dict[str, str],
+    body: bytes,
+    status: int,
+) -> None:
+    """Malformed check-ins get a 4xx with a reason, never a 500."""
+    response = await client.post(url, data=body, headers=headers)
+    assert response.status == status
+    assert (await response.json())["error"]
+    assert list(hass.config_entries.flow.async_progress_by_handler(DOMAIN)) == []
+
+
+async def test_ota_chunked_body_too_large(client: TestClient[Any, Any]) -> None:
+    """A body without Content-Length is still cut at the limit."""
+
+    async def chunks() -> Any:
+        for _ in range(MAX_OTA_BODY // 1024 + 2):
+            yield b"x" * 1024
+
+    response = await client.post(URL_OTA, data=chunks(), headers=device_headers())
+    assert response.status == 413
+
+
+async def test_ota_empty_body_and_dash_mac(
+    hass: HomeAssistant, client: TestClient[Any, Any]
+) -> None:
+    """An empty body is tolerated and MAC spellings are normalised."""
+    response = await client.post(
+        URL_OTA.rstrip("/"),
+        data=b"",
+        headers={"Device-Id": MAC.upper().replace(":", "-"), "User-Agent": "box/1.2"},
+    )
+    assert response.status == 200
+    assert "activation" in await response.json()
+    await hass.async_block_till_done()
+    flow = next(iter(hass.config_entries.flow.async_progress_by_handler(DOMAIN)))
+    assert flow["context"]["unique_id"] == MAC
+    assert (
+        flow["context"]["title_placeholders"]["name"] == f"XiaoZhi box ({MAC.upper()})"
+    )
+
+
+async def test_ota_ignored_device(
+    hass: HomeAssistant, client: TestClient[Any, Any]
+) -> None:
+    """A device the user ignored is not offered for pairing again."""
+    MockConfigEntry(domain=DOMAIN, unique_id=MAC, source=SOURCE_IGNORE).add_to_hass(
+        hass
+    )
+    response = await client.post(URL_OTA, json=system_info(), headers=device_headers())
+    assert response.status == 403
+    response = await client.post(URL_ACTIVATE, headers=device_headers())
+    assert response.status == 404
+    assert list(hass.config_entries.flow.async_progress_by_handler(DOMAIN)) == []
+
+
+async def test_ota_disabled_device(
+    hass: HomeAssistant,
+    client: TestClient[Any, Any],
+    mock_config_entry: MockConfigEntry,
+) -> None:
+    """A disabled device gets no token."""
+    MockConfigEntry(
+        domain=DOMAIN,
+        unique_id=MAC,
+        data=mock_config_entry.data,
+        disabled_by=ConfigEntryDisabler.USER,
+    ).add_to_hass(hass)
+    response = await client.post(URL_OTA, json=system_info(), headers=device_headers())
+    assert response.status == 403
+
+
+async def test_ota_known_device_without_internal_url(
+    hass: HomeAssistant,
+    hass_client_no_auth: Any,
+    mock_config_entry: MockConfigEntry,
+) -> None:
+    """Without a configured URL the device is sent back where it came from."""
+    assert await async_setup_component(hass, DOMAIN, {})
+    mock_config_entry.add_to_hass(hass)
+    client = await hass_client_no_auth()
+    with patch(
+        "custom_components.xiaozhi.http.get_url", side_effect=NoURLAvailableError
+    ):
+        response = await client.post(
+            URL_OTA, json=system_info(), headers=device_headers()
+        )
+    assert response.status == 200
+    websocket = (await response.json())["websocket"]
+    assert websocket["url"] == f"ws://{client.host}:{client.port}{URL_WEBSOCKET}"
+    assert websocket["token"] == TOKEN
+
+
+def _failed_logins(hass: HomeAssistant) -> int:
+    return sum(hass.http.app[KEY_FAILED_LOGIN_ATTEMPTS].values())
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        device_headers(),
+        device_headers(Authorization="Bearer wrong-token"),
+        device_headers(Authorization=f"Basic {TOKEN}"),
+        device_headers(Authorization="Bearer "),
+        device_headers("aa:bb:cc:dd:ee:99", Authorization=f"Bearer {TOKEN}"),
+        {"Authorization": f"Bearer {TOKEN}"},
+    ],
+    ids=["no-token", "wrong-token", "not-bearer", "empty", "other-mac", "no-mac"],
+)
+async def test_websocket_refused_before_upgrade(
+    hass: HomeAssistant,
+    init_integration: MockConfigEntry,
+    client: TestClient[Any, Any],
+    headers: dict[str, str],
+) -> None:
+    """Bad credentials get 401 before the upgrade and count as failed logins."""
+    before = _failed_logins(hass)
+    with pytest.raises(WSServerHandshakeError) as err:
+        await client.ws_connect(URL_WEBSOCKET, headers=headers)
+    assert err.value.status == 401
+    assert _failed_logins(hass) == before + 1
+
+
+async def test_websocket_entry_not_loaded(
+    hass: HomeAssistant,
+    init_integration: MockConfigEntry,
+    client: TestClient[Any, Any],
+) -> None:
+    """A paired device whose entry is not loaded is told so."""
+    await hass.config_entries.async_unload(init_integration.entry_id)
+    assert init_integration.state is ConfigEntryState.NOT_LOADED
+    with pytest.raises(WSServerHandshakeError) as err:
+        await client.ws_connect(
+            URL_WEBSOCKET, headers=device_headers(Authorization=f"Bearer {TOKEN}")
+        )
+    assert err.value.status == 503
+
+
+async def test_websocket_entry_disabled(
+    hass: HomeAssistant,
+    init_integration: MockConfigEntry,
+    client: TestClient[Any, Any],
+) -> None:
+    """A disabled device is refused."""
+    await hass.config_entries.async_set_disabled_by(
+        init_integration.entry_id, ConfigEntryDisabler.USER
+    )
+    await hass.async_block_till_done()
+    with pytest.raises(WSServerHandshakeError) as err:
+        await client.ws_connect(
+            URL_WEBSOCKET, headers=device_headers(Authorization=f"Bearer {TOKEN}")
+        )
+    assert err.value.status == 403
+
+
+async def test_websocket_token_of_other_device(
+    hass: HomeAssistant,
+    init_integration: MockConfigEntry,
+    client: TestClient[Any, Any],
+) -> None:
+    """One device's token does not open another device's link."""
+    other = MockConfigEntry(
+        domain=DOMAIN,
+        unique_id="aa:bb:cc:dd:ee:02",
+        data={**init_integration.data, CONF_MAC: "aa:bb:cc:dd:ee:02", "token": "t2"},
+    )
+    other.add_to_hass(hass)
+    with pytest.raises(WSServerHandshakeError) as err:
+        await client.ws_connect(
+            URL_WEBSOCKET,
+            headers=device_headers(
+                "aa:bb:cc:dd:ee:02", Authorization=f"Bearer {TOKEN}"
+            ),
+        )
+    assert err.value.status == 401
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {},
+        device_headers(),
+        device_headers(Authorization="Bearer guess"),
+        device_headers("aa:bb:cc:dd:ee:99", Authorization="Bearer guess"),
+    ],
+    ids=["nothing", "no-token", "wrong-token", "unknown-device"],
+)
+async def test_vision_refused(
+    hass: HomeAssistant,
+    init_integration: MockConfigEntry,
+    client: TestClient[Any, Any],
+    headers: dict[str, str],
+) -> None:
+    """Uploads need the current session's vision token."""
+    before = _failed_logins(hass)
+    response = await client.post(URL_VISION, data=b"x", headers=headers)
+    assert response.status == 401
+    assert _failed_logins(hass) == before + 1
