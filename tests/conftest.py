@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import asyncio
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Any
 
 from aiohttp.test_utils import TestClient
@@ -20,6 +21,8 @@ from custom_components.xiaozhi.const import (
     CONF_TOKEN,
     DOMAIN,
 )
+from custom_components.xiaozhi.device import XiaozhiDevice
+from simulator import DeviceConfig, SimulatedDevice, relative_url
 
 MAC = "aa:bb:cc:dd:ee:01"
 TOKEN = "device-token-for-tests-0123456789abcdef"
@@ -109,3 +112,62 @@ def system_info(mac: str = MAC) -> dict[str, Any]:
         "application": {"name": "xiaozhi", "version": FIRMWARE},
         "board": {"type": BOARD, "name": BOARD},
     }
+
+
+WS_URL = INTERNAL_URL.replace("http://", "ws://") + "/api/xiaozhi/v1/"
+OTA_URL = INTERNAL_URL + "/api/xiaozhi/v1/ota/"
+
+
+@pytest.fixture
+async def simulators(
+    client: TestClient[Any, Any],
+) -> AsyncGenerator[Callable[..., SimulatedDevice]]:
+    """Return a factory of simulated devices talking to Home Assistant.
+
+    Devices reach Home Assistant's real HTTP app through the test client;
+    every one is stopped at the end of the test.
+    """
+    devices: list[SimulatedDevice] = []
+
+    def make(**kwargs: Any) -> SimulatedDevice:
+        kwargs.setdefault("activation_poll_interval", 0.01)
+        kwargs.setdefault("retry_delay", 0.01)
+        kwargs.setdefault("reboot_delay", 0.01)
+        device = SimulatedDevice(
+            DeviceConfig(**kwargs), http=client, url_rewriter=relative_url
+        )
+        devices.append(device)
+        return device
+
+    yield make
+    for device in devices:
+        await device.stop()
+
+
+@pytest.fixture
+async def simulator(
+    init_integration: MockConfigEntry,
+    simulators: Callable[..., SimulatedDevice],
+) -> SimulatedDevice:
+    """Return a paired simulated device, connected to Home Assistant."""
+    device = simulators(ws_url=WS_URL, token=TOKEN)
+    await device.connect()
+    await wait_for_runtime(init_integration.runtime_data, lambda d: d.connected)
+    return device
+
+
+async def wait_for_runtime(
+    device: XiaozhiDevice,
+    predicate: Callable[[XiaozhiDevice], bool],
+    timeout: float = 5,
+) -> None:
+    """Wait until ``predicate(device)`` holds, woken by the device's listeners."""
+    changed = asyncio.Event()
+    remove = device.async_add_listener(changed.set)
+    try:
+        async with asyncio.timeout(timeout):
+            while not predicate(device):
+                await changed.wait()
+                changed.clear()
+    finally:
+        remove()

@@ -16,7 +16,13 @@ import logging
 import secrets
 from typing import Any, Final, Protocol
 
-from .errors import ConnectionClosedError, McpError, ProtocolError, XiaozhiError
+from .errors import (
+    ConnectionClosedError,
+    McpError,
+    ProtocolError,
+    RequestTimeoutError,
+    XiaozhiError,
+)
 from .mcp import McpClient
 from .messages import (
     DEFAULT_AUDIO_PARAMS,
@@ -348,7 +354,7 @@ class DeviceSession:
     async def _refresh_status_quietly(self) -> None:
         try:
             await self.refresh_status()
-        except (McpError, ProtocolError) as err:
+        except (McpError, ProtocolError, RequestTimeoutError) as err:
             _LOGGER.debug("Device status unavailable: %s", err)
 
     async def call_tool(
