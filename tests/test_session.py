@@ -361,7 +361,7 @@ async def test_events_and_malformed_input(
         "method": "notifications/state_changed",
         "params": {"newState": "idle", "oldState": "speaking"},
     }
-    assert events[4].data == {"type": "custom", "payload": {"x": 1}}
+    assert events[4].data == {"frame": {"type": "custom", "payload": {"x": 1}}}
     assert runtime.session is not None
     assert runtime.session.binary_frames == 4
     assert "Ignoring malformed frame" in caplog.text

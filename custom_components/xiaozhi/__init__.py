@@ -2,29 +2,44 @@
 
 from __future__ import annotations
 
-from homeassistant.const import EVENT_HOMEASSISTANT_STOP
+from homeassistant.const import EVENT_HOMEASSISTANT_STOP, Platform
 from homeassistant.core import Event, HomeAssistant
 from homeassistant.helpers import config_validation as cv
 from homeassistant.helpers.typing import ConfigType
 
 from .const import DOMAIN
-from .device import XiaozhiConfigEntry, XiaozhiDevice
+from .device import XiaozhiConfigEntry, XiaozhiDevice, async_remove_store
 from .http import DATA_KEY, async_setup_http
 from .protocol import CloseReason
+from .services import async_setup_services
 
 CONFIG_SCHEMA = cv.config_entry_only_config_schema(DOMAIN)
 
+PLATFORMS = [
+    Platform.BINARY_SENSOR,
+    Platform.BUTTON,
+    Platform.EVENT,
+    Platform.IMAGE,
+    Platform.NOTIFY,
+    Platform.NUMBER,
+    Platform.SELECT,
+    Platform.SENSOR,
+    Platform.SWITCH,
+]
+
 
 async def async_setup(hass: HomeAssistant, config: ConfigType) -> bool:
-    """Open the device endpoints as soon as the integration loads."""
+    """Open the device endpoints and register the actions."""
     async_setup_http(hass)
+    async_setup_services(hass)
     return True
 
 
 async def async_setup_entry(hass: HomeAssistant, entry: XiaozhiConfigEntry) -> bool:
-    """Make a paired device reachable."""
+    """Make a paired device reachable, with its last known tools and state."""
     data = async_setup_http(hass)
     device = XiaozhiDevice(hass, entry)
+    await device.async_load()
     entry.runtime_data = device
     data.devices[device.mac] = device
 
@@ -33,6 +48,7 @@ async def async_setup_entry(hass: HomeAssistant, entry: XiaozhiConfigEntry) -> b
 
     entry.async_on_unload(hass.bus.async_listen_once(EVENT_HOMEASSISTANT_STOP, _stop))
     entry.async_on_unload(entry.add_update_listener(_async_entry_updated))
+    await hass.config_entries.async_forward_entry_setups(entry, PLATFORMS)
     return True
 
 
@@ -42,10 +58,15 @@ async def _async_entry_updated(hass: HomeAssistant, entry: XiaozhiConfigEntry) -
 
 
 async def async_unload_entry(hass: HomeAssistant, entry: XiaozhiConfigEntry) -> bool:
-    """Close the device's link."""
+    """Close the device's link and remove its entities."""
     device = entry.runtime_data
     devices = hass.data[DATA_KEY].devices
     if devices.get(device.mac) is device:
         del devices[device.mac]
     await device.async_disconnect(CloseReason.SERVER_CLOSED)
-    return True
+    return await hass.config_entries.async_unload_platforms(entry, PLATFORMS)
+
+
+async def async_remove_entry(hass: HomeAssistant, entry: XiaozhiConfigEntry) -> None:
+    """Forget what was stored about a removed device."""
+    await async_remove_store(hass, entry.entry_id)

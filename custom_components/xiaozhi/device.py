@@ -14,6 +14,8 @@ from aiohttp import WSMsgType, web
 from homeassistant.config_entries import ConfigEntry
 from homeassistant.core import CALLBACK_TYPE, HomeAssistant, callback
 from homeassistant.exceptions import HomeAssistantError, ServiceValidationError
+from homeassistant.helpers import device_registry as dr
+from homeassistant.helpers.storage import Store
 from homeassistant.util import dt as dt_util
 
 from .const import (
@@ -28,8 +30,14 @@ from .const import (
     HELLO_TIMEOUT,
     KEEPALIVE_INTERVAL,
     LOGGER,
+    REBOOT_TOOL,
     REQUEST_TIMEOUT,
+    SNAPSHOT_TOOL,
+    STATUS_TOOL,
+    URL_SNAPSHOT,
+    URL_VISION,
 )
+from .http import DATA_KEY
 from .protocol import (
     ArgumentError,
     CloseReason,
@@ -44,7 +52,29 @@ from .protocol import (
 
 type XiaozhiConfigEntry = ConfigEntry[XiaozhiDevice]
 
-REBOOT_TOOL = "self.reboot"
+EVENT_XIAOZHI = "xiaozhi_event"
+STORAGE_VERSION = 1
+SAVE_DELAY = 10.0
+
+ACTIVITIES = [
+    "idle",
+    "connecting",
+    "listening",
+    "speaking",
+    "upgrading",
+    "activating",
+    "error",
+]
+_FIRMWARE_STATES = {
+    "idle": "idle",
+    "connecting": "connecting",
+    "listening": "listening",
+    "speaking": "speaking",
+    "upgrading": "upgrading",
+    "activating": "activating",
+    "fatal_error": "error",
+    "error": "error",
+}
 
 
 @dataclass(slots=True, frozen=True, kw_only=True)
@@ -65,6 +95,31 @@ class Photo:
     taken: datetime
 
 
+def _store(hass: HomeAssistant, entry_id: str) -> Store[dict[str, Any]]:
+    return Store(hass, STORAGE_VERSION, f"{DOMAIN}.{entry_id}")
+
+
+async def async_remove_store(hass: HomeAssistant, entry_id: str) -> None:
+    """Forget what was stored about a device whose entry was removed."""
+    await _store(hass, entry_id).async_remove()
+
+
+def activity_after(event: DeviceEvent) -> str | None:
+    """Return what the device is doing after ``event``, when the event says."""
+    match event.type:
+        case "wake_word" | "listening_started":
+            return "listening"
+        case "listening_stopped" | "aborted" | "speaking_stopped":
+            return "idle"
+        case "speaking_started":
+            return "speaking"
+        case "notification" if event.data["method"] == "notifications/state_changed":
+            new_state = event.data["params"].get("newState")
+            if isinstance(new_state, str):
+                return _FIRMWARE_STATES.get(new_state)
+    return None
+
+
 def event_from_frame(frame: Mapping[str, Any]) -> DeviceEvent:
     """Translate a device frame other than ``mcp`` into a device event."""
     kind = frame.get("type")
@@ -80,6 +135,11 @@ def event_from_frame(frame: Mapping[str, Any]) -> DeviceEvent:
             return DeviceEvent(type="listening_started", data=data)
         if state == "stop":
             return DeviceEvent(type="listening_stopped", data=data)
+    elif kind == "tts" and frame.get("state") in ("start", "stop"):
+        started = frame.get("state") == "start"
+        return DeviceEvent(
+            type="speaking_started" if started else "speaking_stopped", data={}
+        )
     elif kind == "abort":
         reason = frame.get("reason")
         return DeviceEvent(
@@ -87,7 +147,7 @@ def event_from_frame(frame: Mapping[str, Any]) -> DeviceEvent:
         )
     return DeviceEvent(
         type="message",
-        data={k: v for k, v in frame.items() if k != "session_id"},
+        data={"frame": {k: v for k, v in frame.items() if k != "session_id"}},
     )
 
 
@@ -107,9 +167,49 @@ class XiaozhiDevice:
         self.tools: dict[str, Tool] = {}
         self.status: dict[str, Any] = {}
         self.last_photo: Photo | None = None
+        self.screen: Photo | None = None
+        self.activity = "idle"
+        self.device_id: str | None = None
         self._listeners: dict[CALLBACK_TYPE, None] = {}
         self._event_listeners: dict[Callable[[DeviceEvent], None], None] = {}
         self._shutting_down = False
+        self._was_connected = False
+        self._store = _store(hass, entry.entry_id)
+
+    # --- persistence ----------------------------------------------------
+
+    async def async_load(self) -> None:
+        """Restore the last known tools, status and identity."""
+        stored = await self._store.async_load()
+        if stored:
+            tools = (Tool.from_json(item) for item in stored.get("tools", ()))
+            self.tools = {tool.name: tool for tool in tools if tool is not None}
+            if isinstance(status := stored.get("status"), dict):
+                self.status = status
+            self.board = stored.get("board") or self.board
+            self.firmware = stored.get("firmware") or self.firmware
+        device = dr.async_get(self.hass).async_get_or_create(
+            config_entry_id=self.entry.entry_id,
+            connections={(dr.CONNECTION_NETWORK_MAC, self.mac)},
+            identifiers={(DOMAIN, self.mac)},
+            name=self.name,
+            manufacturer="XiaoZhi",
+            model=self.board,
+            sw_version=self.firmware,
+        )
+        self.device_id = device.id
+
+    def _data_to_save(self) -> dict[str, Any]:
+        return {
+            "tools": [tool.as_dict() for tool in self.tools.values()],
+            "status": self.status,
+            "board": self.board,
+            "firmware": self.firmware,
+        }
+
+    @callback
+    def _schedule_save(self) -> None:
+        self._store.async_delay_save(self._data_to_save, SAVE_DELAY)
 
     # --- state for entities ---------------------------------------------
 
@@ -164,8 +264,17 @@ class XiaozhiDevice:
 
     @callback
     def _emit(self, event: DeviceEvent) -> None:
+        self.hass.bus.async_fire(
+            EVENT_XIAOZHI,
+            {**event.data, "device_id": self.device_id, "type": event.type},
+        )
         for listener in list(self._event_listeners):
             listener(event)
+        if (activity := activity_after(event)) is not None and (
+            activity != self.activity
+        ):
+            self.activity = activity
+            self._notify()
 
     # --- connection -----------------------------------------------------
 
@@ -247,12 +356,22 @@ class XiaozhiDevice:
         self.tools = dict(session.tools)
         if session.status is not None:
             self.status = session.status
-        LOGGER.info(
+        if self.device_id is not None:
+            dr.async_get(self.hass).async_update_device(
+                self.device_id, model=self.board, sw_version=self.firmware
+            )
+        level = (
+            logging.INFO if self.keepalive and self._was_connected else logging.DEBUG
+        )
+        LOGGER.log(
+            level,
             "%s connected (%d tools, firmware %s)",
             self.name,
             len(self.tools),
             self.firmware,
         )
+        self._was_connected = True
+        self._schedule_save()
         self._notify()
 
     @callback
@@ -260,6 +379,7 @@ class XiaozhiDevice:
         """Take a fresh tool list."""
         if session is self.session:
             self.tools = dict(session.tools)
+            self._schedule_save()
             self._notify()
 
     @callback
@@ -267,6 +387,7 @@ class XiaozhiDevice:
         """Take a fresh status."""
         if session is self.session and status != self.status:
             self.status = status
+            self._schedule_save()
             self._notify()
 
     @callback
@@ -293,12 +414,16 @@ class XiaozhiDevice:
         if session is not self.session:
             return
         self.session = None
-        level = (
-            logging.DEBUG
-            if self._shutting_down or reason is CloseReason.DEVICE_CLOSED
-            else logging.WARNING
-        )
-        LOGGER.log(level, "%s disconnected (%s)", self.name, reason)
+        self.activity = "idle"
+        if self._shutting_down or not self.keepalive:
+            LOGGER.debug("%s disconnected (%s)", self.name, reason)
+        else:
+            LOGGER.info(
+                "%s disconnected (%s); its entities are unavailable until it "
+                "connects again",
+                self.name,
+                reason,
+            )
         self._notify()
 
     # --- commands -------------------------------------------------------
@@ -374,6 +499,80 @@ class XiaozhiDevice:
                 translation_key="device_error",
                 translation_placeholders={**placeholders, "error": str(err)},
             ) from err
+
+    async def async_run_tool(
+        self, name: str, arguments: Mapping[str, Any] | None = None
+    ) -> ToolResult:
+        """Call a tool for an entity: a refusal by the device is an error."""
+        result = await self.async_call_tool(name, arguments)
+        if result.is_error or result.json is False:
+            raise HomeAssistantError(
+                translation_domain=DOMAIN,
+                translation_key="rejected",
+                translation_placeholders={
+                    "tool": name,
+                    "name": self.name,
+                    "error": result.text,
+                },
+            )
+        return result
+
+    async def async_set_value(
+        self, name: str, arguments: Mapping[str, Any], path: tuple[str, ...]
+    ) -> None:
+        """Set a status value through a tool; record it once confirmed."""
+        await self.async_run_tool(name, arguments)
+        (value,) = arguments.values()
+        self.set_status_value(path, value)
+
+    async def async_send_alert(self, title: str, message: str) -> None:
+        """Show a message on the device's screen."""
+        session = self._ready_session()
+        with self._device_errors("alert"):
+            await session.send_alert(title, message)
+
+    @callback
+    def set_status_value(self, path: tuple[str, ...], value: Any) -> None:
+        """Record a value the device confirmed setting."""
+        node = self.status
+        for key in path[:-1]:
+            node = node.setdefault(key, {})
+        if node.get(path[-1]) != value:
+            node[path[-1]] = value
+            self._schedule_save()
+            self._notify()
+
+    async def async_refresh_screen(self) -> None:
+        """Ask the device for a picture of its screen."""
+        session = self._ready_session()
+        data = self.hass.data[DATA_KEY]
+        token = data.add_snapshot_token(self.mac)
+        base = session.vision_url.removesuffix(URL_VISION)
+        try:
+            await self.async_run_tool(
+                SNAPSHOT_TOOL, {"url": f"{base}{URL_SNAPSHOT}/{token}", "quality": 80}
+            )
+        finally:
+            data.snapshot_tokens.pop(token, None)
+
+    async def async_refresh_status(self) -> None:
+        """Read the device status now."""
+        session = self._ready_session()
+        if STATUS_TOOL not in self.tools:
+            return
+        with self._device_errors(STATUS_TOOL):
+            await session.refresh_status()
+
+    @callback
+    def store_screen(self, content: bytes) -> None:
+        """Keep the latest picture of the device's screen."""
+        self.screen = Photo(
+            content=content,
+            content_type="image/jpeg",
+            question="",
+            taken=dt_util.utcnow(),
+        )
+        self._notify()
 
     @callback
     def store_photo(self, content: bytes, content_type: str, question: str) -> None:

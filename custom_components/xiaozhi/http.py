@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 import hmac
 from http import HTTPStatus
+import secrets
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import BodyPartReader, web
@@ -32,6 +33,7 @@ from .const import (
     MAX_WS_MESSAGE,
     URL_ACTIVATE,
     URL_OTA,
+    URL_SNAPSHOT,
     URL_VISION,
     URL_WEBSOCKET,
 )
@@ -50,6 +52,14 @@ class XiaozhiData:
 
     pairing: PairingManager
     devices: dict[str, XiaozhiDevice] = field(default_factory=dict)
+    # One-time screen snapshot upload tokens -> device MAC.
+    snapshot_tokens: dict[str, str] = field(default_factory=dict)
+
+    def add_snapshot_token(self, mac: str) -> str:
+        """Return a fresh one-time token for a screen snapshot upload."""
+        token = secrets.token_urlsafe(24)
+        self.snapshot_tokens[token] = mac
+        return token
 
 
 DATA_KEY: HassKey[XiaozhiData] = HassKey(DOMAIN)
@@ -65,6 +75,7 @@ def async_setup_http(hass: HomeAssistant) -> XiaozhiData:
     hass.http.register_view(ActivateView())
     hass.http.register_view(DeviceWebSocketView())
     hass.http.register_view(VisionView())
+    hass.http.register_view(SnapshotView())
 
     @callback
     def _stop(_event: Event) -> None:
@@ -310,6 +321,33 @@ class VisionView(HomeAssistantView):
             return _error(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, "Photo too large")
         device.store_photo(photo, "image/jpeg", question)
         return web.Response(text=VISION_ANSWER)
+
+
+class SnapshotView(HomeAssistantView):
+    """Screen pictures, uploaded to a one-time URL handed to the device."""
+
+    url = URL_SNAPSHOT + "/{token}"
+    name = "api:xiaozhi:snapshot"
+    requires_auth = False
+
+    async def post(self, request: web.Request, token: str) -> web.Response:
+        """Store the uploaded screen picture."""
+        hass = request.app[KEY_HASS]
+        data = hass.data[DATA_KEY]
+        mac = data.snapshot_tokens.pop(token, None)
+        device = data.devices.get(mac) if mac else None
+        if device is None:
+            await process_wrong_login(request)
+            return _error(HTTPStatus.UNAUTHORIZED, "Invalid or used snapshot URL")
+        try:
+            _question, picture = await _read_photo(request)
+        except (ValueError, TypeError) as err:
+            LOGGER.warning("%s sent an unusable screen picture: %s", device.name, err)
+            return _error(HTTPStatus.BAD_REQUEST, str(err))
+        except _TooLargeError:
+            return _error(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, "Picture too large")
+        device.store_screen(picture)
+        return web.Response(text="ok")
 
 
 class _TooLargeError(Exception):

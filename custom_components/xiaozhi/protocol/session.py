@@ -207,7 +207,7 @@ class DeviceSession:
         if kind == "mcp":
             answer = self.mcp.handle_payload(frame.get("payload"))
             if answer is not None:
-                self._spawn(self._send_payload(answer))
+                self._spawn(self._answer(answer))
         elif self.hello is None:
             if kind == "hello":
                 self._on_hello(frame)
@@ -256,6 +256,13 @@ class DeviceSession:
 
     async def _send_payload(self, payload: dict[str, Any]) -> None:
         await self.send_frame(mcp_frame(self.session_id, payload))
+
+    async def _answer(self, payload: dict[str, Any]) -> None:
+        """Answer a request of the device; nobody waits for this to succeed."""
+        try:
+            await self._send_payload(payload)
+        except ConnectionClosedError as err:
+            _LOGGER.debug("Could not answer the device: %s", err)
 
     async def send_alert(
         self, status: str, message: str, emotion: str = "neutral"

@@ -1,0 +1,37 @@
+"""Notify: show a message on the device's screen."""
+
+from __future__ import annotations
+
+from homeassistant.components.notify import NotifyEntity
+from homeassistant.core import HomeAssistant
+from homeassistant.helpers.entity_platform import AddConfigEntryEntitiesCallback
+
+from .device import XiaozhiConfigEntry, XiaozhiDevice
+from .entity import XiaozhiEntity
+
+PARALLEL_UPDATES = 1
+
+DEFAULT_TITLE = "Home Assistant"
+
+
+async def async_setup_entry(
+    hass: HomeAssistant,
+    entry: XiaozhiConfigEntry,
+    async_add_entities: AddConfigEntryEntitiesCallback,
+) -> None:
+    """Add the screen message entity."""
+    async_add_entities([XiaozhiScreenMessage(entry.runtime_data)])
+
+
+class XiaozhiScreenMessage(XiaozhiEntity, NotifyEntity):
+    """Sends the device an alert with a title and a message."""
+
+    _attr_translation_key = "screen_message"
+
+    def __init__(self, device: XiaozhiDevice) -> None:
+        """Create the notify entity."""
+        super().__init__(device, "screen_message")
+
+    async def async_send_message(self, message: str, title: str | None = None) -> None:
+        """Show the message on the device."""
+        await self.device.async_send_alert(title or DEFAULT_TITLE, message)
