@@ -1,0 +1,1 @@
+"""Tests for the device protocol layer (no Home Assistant involved)."""
