@@ -216,3 +216,17 @@ def test_mcp_and_alert_frames() -> None:
         "emotion": "neutral",
     }
     assert alert_frame("s", "Info", "Hi", "happy")["emotion"] == "happy"
+
+
+def test_recover_error_reply_limits() -> None:
+    """Oversized frames are not scanned; an unterminated message keeps the text."""
+    huge = FIRMWARE_ERROR + " " * MAX_TEXT_FRAME
+    assert recover_error_reply(huge) is None
+    cut = '{"type":"mcp","payload":{"jsonrpc":"2.0","id":7,"error":{"message":"oops'
+    assert recover_error_reply(cut) == (7, cut)
+    hostile = (
+        '{"type":"mcp","payload":{"id":1,"error":{' + '"message":"' * 20000 + '"}}}'
+    )
+    request_id, message = recover_error_reply(hostile)
+    assert request_id == 1
+    assert message.startswith('"message":"')

@@ -413,3 +413,28 @@ async def test_second_hello_is_ignored(rig: Rig) -> None:
     assert rig.handler.ready_calls == 1
     assert session.hello is not None
     assert session.hello.supports_mcp is False
+
+
+async def test_start_twice_keeps_one_timer(rig: Rig) -> None:
+    session = rig.open(hello_timeout=0.01)
+    session.start()
+    session.start()
+    await wait(rig.transport.closed.wait())
+    await session.connection_lost()
+    assert rig.transport.close_calls == [(1000, b"no hello")]
+    assert session.close_reason is CloseReason.HELLO_TIMEOUT
+
+
+async def test_close_before_hello_and_late_hello(rig: Rig) -> None:
+    """Closing cancels the hello timer; a hello after the close is ignored."""
+    session = rig.open(hello_timeout=0.01)
+    session.start()
+    await session.close(CloseReason.SERVER_CLOSED)
+    assert session._hello_timer is None
+    session.feed_text(json.dumps(HELLO))
+    assert session.hello is None
+    assert session.close_reason is CloseReason.SERVER_CLOSED
+    assert len(rig.transport.close_calls) == 1
+    await session.connection_lost()
+    session.start()
+    assert rig.transport.sent == []

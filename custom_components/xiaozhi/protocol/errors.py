@@ -45,7 +45,7 @@ class ArgumentError(XiaozhiError):
     """Tool arguments do not match the tool's input schema.
 
     ``reason`` is a stable key (``missing_argument``, ``unknown_argument``,
-    ``invalid_type``, ``out_of_range``, ``invalid_arguments``) that a user
+    ``invalid_type``, ``out_of_range``, ``invalid_choice``) that a user
     interface can translate, with ``placeholders`` for the message.
     """
 

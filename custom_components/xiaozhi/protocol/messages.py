@@ -22,7 +22,7 @@ DEFAULT_AUDIO_PARAMS: Final[dict[str, Any]] = {
 }
 
 _ERROR_ID = re.compile(rb'"id"\s*:\s*(\d{1,18})\s*,\s*"error"\s*:\s*\{')
-_ERROR_MESSAGE = re.compile(rb'"message"\s*:\s*"(.*)"\s*\}\s*\}\s*\}?\s*$', re.S)
+_MESSAGE_START = re.compile(rb'"message"\s*:\s*"')
 _TYPE_MCP = re.compile(rb'"type"\s*:\s*"mcp"')
 
 
@@ -61,18 +61,28 @@ def recover_error_reply(text: str) -> tuple[int, str] | None:
     escaping the message, so a quote in the message breaks the JSON. The id
     comes before the message and is still readable.
     """
+    if len(text) > MAX_TEXT_FRAME:
+        return None
     raw = text.encode("utf-8", "replace")
     if not _TYPE_MCP.search(raw):
         return None
     id_match = _ERROR_ID.search(raw)
     if id_match is None:
         return None
-    message_match = _ERROR_MESSAGE.search(raw, id_match.end())
-    message = (
-        message_match.group(1).decode("utf-8", "replace")
-        if message_match is not None
-        else text
-    )
+    message = text
+    start = raw.find(b'"message"', id_match.end())
+    head = _MESSAGE_START.match(raw, start) if start >= 0 else None
+    if head is not None:
+        # The message runs to the quote before the closing braces of the
+        # error, the payload and the frame.
+        tail = raw
+        for _ in range(3):
+            tail = tail.rstrip()
+            if tail.endswith(b"}"):
+                tail = tail[:-1]
+        tail = tail.rstrip()
+        if tail.endswith(b'"') and len(tail) > head.end():
+            message = tail[head.end() : -1].decode("utf-8", "replace")
     return int(id_match.group(1)), message
 
 

@@ -135,6 +135,8 @@ class DeviceSession:
 
     def start(self) -> None:
         """Start waiting for the device's hello."""
+        if self._hello_timer is not None or self.hello is not None or self.closed:
+            return
         loop = asyncio.get_running_loop()
         self._hello_timer = loop.call_later(self._hello_timeout, self._hello_expired)
 
@@ -147,6 +149,9 @@ class DeviceSession:
         """Close the link; pending requests fail at once."""
         if self.close_reason is None:
             self.close_reason = reason
+        if self._hello_timer is not None:
+            self._hello_timer.cancel()
+            self._hello_timer = None
         self.mcp.close(f"session closed: {reason}")
         try:
             await self._transport.close(
@@ -229,6 +234,8 @@ class DeviceSession:
         _LOGGER.log(level, "Ignoring malformed frame (%s): %.200r", err, text)
 
     def _on_hello(self, frame: dict[str, Any]) -> None:
+        if self.close_reason is not None:
+            return
         if self._hello_timer is not None:
             self._hello_timer.cancel()
             self._hello_timer = None

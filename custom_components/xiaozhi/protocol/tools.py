@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 import logging
+import math
 from typing import Any
 
 import orjson
@@ -129,7 +130,9 @@ def _coerce(prop: ToolProperty, value: Any) -> Any:
             elif isinstance(value, float) and value.is_integer():
                 return int(value)
         case "number":
-            if isinstance(value, (int, float)) and not isinstance(value, bool):
+            if isinstance(value, int) and not isinstance(value, bool):
+                return value
+            if isinstance(value, float) and math.isfinite(value):
                 return value
         case "string":
             if isinstance(value, str):
