@@ -1,0 +1,1099 @@
+"""A simulated xiaozhi-esp32 device: WebSocket client, state, run loop, OTA.
+
+The device behaves like the firmware (``websocket_protocol.cc``,
+``application.cc``, ``ota.cc``): it dials with ``Authorization`` /
+``Protocol-Version`` / ``Device-Id`` / ``Client-Id`` headers, sends its hello,
+waits for the server's, dispatches text frames on ``type``, answers MCP
+requests, closes the link after ``idle_timeout`` without any incoming frame,
+and reboots on request. Everything it sees and does is recorded, and tests
+wait for it with :meth:`SimulatedDevice.wait_for` and friends instead of
+sleeping.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Coroutine, Mapping
+from dataclasses import dataclass, field
+import json
+import logging
+import random
+from types import TracebackType
+from typing import Any, NoReturn, Self
+
+import aiohttp
+
+from .config import DeviceConfig, Faults
+from .device_tools import build_tools
+from .mcp_server import AfterReply, McpServer, defer_after_reply
+from .ota import (
+    Activation,
+    FirmwareOffer,
+    OtaError,
+    OtaResult,
+    activate_url,
+    activation_payload,
+    ota_headers,
+    parse_ota_response,
+    system_info,
+)
+from .protocol import (
+    AUDIO_FRAME_DURATION_MS,
+    ListenMode,
+    ListenState,
+    abort_frame,
+    decode_audio,
+    encode_audio,
+    hello_frame,
+    listen_frame,
+    mcp_frame,
+)
+from .tools import ArgumentValue, ToolError, ToolSpec, dumps
+from .transport import HttpClient, UrlRewriter, mask_token, redact_url
+
+_LOGGER = logging.getLogger("simulator")
+
+DEFAULT_WAIT = 5.0
+OTA_MAX_RETRY = 10
+ACTIVATION_ATTEMPTS = 10
+
+# Reasons a link ended, as recorded in ``close_reason``.
+REASON_SERVER_CLOSED = "server_closed"
+REASON_IDLE_TIMEOUT = "idle_timeout"
+REASON_REBOOT = "reboot"
+REASON_HELLO_TIMEOUT = "hello_timeout"
+REASON_FATAL_HELLO = "fatal_hello"
+REASON_CRASH = "crash"
+REASON_DROPPED = "dropped"
+REASON_DISCONNECTED = "disconnected"
+REASON_STOPPED = "stopped"
+REASON_ERROR = "error"
+
+_NO_RECONNECT = frozenset(
+    {
+        REASON_DISCONNECTED,
+        REASON_STOPPED,
+        REASON_FATAL_HELLO,
+        REASON_CRASH,
+        REASON_HELLO_TIMEOUT,
+    }
+)
+
+
+class DeviceError(Exception):
+    """Base class of the simulator's connection errors."""
+
+
+class DeviceConnectionError(DeviceError):
+    """The WebSocket could not be opened or closed before the hello."""
+
+
+class HelloTimeoutError(DeviceError):
+    """The server did not send its hello within ``hello_timeout``."""
+
+
+class ServerHelloRejected(DeviceError):  # noqa: N818 - name kept for callers
+    """The server hello had no ``transport``: real firmware crashes on it."""
+
+
+class _LinkEnd(Exception):  # noqa: N818 - control flow, not an error
+    """Raised inside the read loop to end the link with a reason."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def _end_link(reason: str) -> NoReturn:
+    """End the link being read, recording ``reason``."""
+    raise _LinkEnd(reason)
+
+
+@dataclass(kw_only=True)
+class DeviceState:
+    """The simulated hardware state tools read and change."""
+
+    volume: int = 70
+    brightness: int = 80
+    theme: str = "light"
+    battery_level: int = 85
+    charging: bool = False
+    network_type: str = "wifi"
+    ssid: str = "home"
+    signal: str = "strong"
+    rssi: int = -55
+    temperature: float = 41.5
+    activity: str = "idle"
+    emotion: str = "neutral"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolCallRecord:
+    """A tool call the device executed, with its resolved arguments."""
+
+    name: str
+    arguments: dict[str, ArgumentValue] = field(default_factory=dict)
+
+
+class SimulatedDevice:
+    """One simulated xiaozhi device.
+
+    ``http`` is any client with aiohttp-style ``ws_connect`` / ``post`` /
+    ``get`` (an ``aiohttp.ClientSession`` or an aiohttp ``TestClient``); when
+    omitted the device opens its own session and closes it in :meth:`stop`.
+    Every URL passes through ``url_rewriter`` first (see
+    :func:`simulator.relative_url`).
+    """
+
+    def __init__(
+        self,
+        config: DeviceConfig | None = None,
+        *,
+        http: HttpClient | None = None,
+        url_rewriter: UrlRewriter | None = None,
+    ) -> None:
+        """Create the device; nothing happens until connect/run/start."""
+        self.config = config or DeviceConfig()
+        self.faults = Faults()
+        self.state = DeviceState()
+        self.tools: list[ToolSpec] = build_tools(self.config)
+        self.mcp = McpServer(self)
+        self._http = http
+        self._own_session: aiohttp.ClientSession | None = None
+        self._url_rewriter = url_rewriter
+
+        # Connection settings (the firmware's "websocket" settings namespace).
+        self.ota_url = self.config.ota_url
+        self.ws_url = self.config.ws_url
+        self.token = self.config.token
+        self.protocol_version = self.config.protocol_version
+        self.session_id = ""
+
+        # Link state
+        self.connected = False
+        self.crashed = False
+        self.close_reason: str | None = None
+        self.close_reasons: list[str] = []
+        self.connect_count = 0
+        self.offline_reason: str | None = None
+        self.reboot_count = 0
+        self.listen_mode: ListenMode = "auto"
+
+        # Records
+        self.received: list[dict[str, Any]] = []
+        self.received_text: list[str] = []
+        self.invalid_frames = 0
+        self.sent: list[str] = []
+        self.sent_binary: list[bytes] = []
+        self.binary_received = 0
+        self.audio_received: list[bytes] = []
+        self.server_hello: dict[str, Any] | None = None
+        self.server_audio_params: dict[str, Any] | None = None
+        self.alerts: list[dict[str, str]] = []
+        self.stt_texts: list[str] = []
+        self.tts_sentences: list[str] = []
+        self.custom_payloads: list[Any] = []
+        self.system_commands: list[str] = []
+        self.mcp_requests: list[dict[str, Any]] = []
+        self.calls: list[ToolCallRecord] = []
+        self.vision_url: str | None = None
+        self.vision_token = ""
+        self.photos_taken = 0
+        self.snapshots: list[tuple[str, int]] = []
+        self.previewed_images: list[int] = []
+        self.upgrade_urls: list[str] = []
+        self.assets_download_url: str | None = None
+
+        # OTA
+        self.ota_result: OtaResult | None = None
+        self.ota_checks = 0
+        self.activation_attempts = 0
+        self.activation: Activation | None = None
+        self.activation_code: str | None = None
+        self.activated = False
+        self.websocket_settings: dict[str, str | int] = {}
+        self.mqtt_config: dict[str, str | int] | None = None
+        self.server_time: dict[str, Any] | None = None
+        self.firmware_offer: FirmwareOffer | None = None
+
+        self._ws: aiohttp.ClientWebSocketResponse | None = None
+        self._reader: asyncio.Task[None] | None = None
+        self._hello: asyncio.Future[None] | None = None
+        self._closing_reason: str | None = None
+        self._drop_requested = False
+        self._last_incoming = 0.0
+        self._connect_lock = asyncio.Lock()
+        self._changed = asyncio.Event()
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._call_tasks: set[asyncio.Task[Any]] = set()
+        self._reconnect_task: asyncio.Task[None] | None = None
+        self._run_task: asyncio.Task[None] | None = None
+        self._stopping = False
+        self._stopped = asyncio.Event()
+        self._audio_rng = random.Random(self.config.mac)  # noqa: S311 - not crypto
+        self._audio_timestamp = 0
+
+    # ------------------------------------------------------------------ misc
+
+    @property
+    def name(self) -> str:
+        """Return a short name for logs (the MAC)."""
+        return self.config.mac
+
+    def __repr__(self) -> str:
+        """Return a debugging representation."""
+        return f"<SimulatedDevice {self.name} connected={self.connected}>"
+
+    async def __aenter__(self) -> Self:
+        """Use the device as an async context manager; stop on exit."""
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        """Stop the device."""
+        await self.stop()
+
+    def _notify(self) -> None:
+        """Wake every waiter so it re-checks its predicate."""
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+    def _spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:
+        """Start a task the device owns (cancelled by stop)."""
+        task = asyncio.get_running_loop().create_task(coro, name=f"{self.name} {name}")
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+        return task
+
+    def _task_done(self, task: asyncio.Task[Any]) -> None:
+        """Forget a finished task; log its failure instead of losing it."""
+        self._tasks.discard(task)
+        if not task.cancelled() and (err := task.exception()) is not None:
+            _LOGGER.error(
+                "%s: task %s failed", self.name, task.get_name(), exc_info=err
+            )
+
+    def spawn_task(
+        self, coro: Coroutine[Any, Any, Any], name: str
+    ) -> asyncio.Task[Any]:
+        """Run a coroutine on a task the device owns (cancelled by stop)."""
+        return self._spawn(coro, name)
+
+    def spawn_call(self, coro: Coroutine[Any, Any, Any], name: str) -> None:
+        """Run a tool call on its own task (cancelled when the link ends)."""
+        task = self._spawn(coro, f"call {name}")
+        self._call_tasks.add(task)
+        task.add_done_callback(self._call_tasks.discard)
+
+    def record_call(self, name: str, arguments: dict[str, ArgumentValue]) -> None:
+        """Record an executed tool call and wake waiters."""
+        self.calls.append(ToolCallRecord(name=name, arguments=dict(arguments)))
+        self._notify()
+
+    def after_reply(self, action: AfterReply) -> None:
+        """Run ``action`` after the current tool call is answered (or now)."""
+        if not defer_after_reply(action):
+            self._spawn(action(), "deferred action")
+
+    # ------------------------------------------------------------------ waits
+
+    async def wait_for(
+        self, predicate: Callable[[], bool], timeout: float = DEFAULT_WAIT
+    ) -> None:
+        """Wait until ``predicate()`` is true; raises TimeoutError."""
+        async with asyncio.timeout(timeout):
+            while not predicate():
+                await self._changed.wait()
+
+    async def wait_for_frame(
+        self,
+        predicate: Callable[[dict[str, Any]], bool] | None = None,
+        *,
+        timeout: float = DEFAULT_WAIT,
+        since: int = 0,
+    ) -> dict[str, Any]:
+        """Return the first received frame (from index ``since``) matching."""
+        found: list[dict[str, Any]] = []
+
+        def check() -> bool:
+            for frame in self.received[since:]:
+                if predicate is None or predicate(frame):
+                    found.append(frame)
+                    return True
+            return False
+
+        await self.wait_for(check, timeout)
+        return found[0]
+
+    async def wait_for_call(
+        self, name: str, *, timeout: float = DEFAULT_WAIT, since: int = 0
+    ) -> ToolCallRecord:
+        """Return the first executed call of tool ``name`` (from ``since``)."""
+        found: list[ToolCallRecord] = []
+
+        def check() -> bool:
+            found[:] = [call for call in self.calls[since:] if call.name == name][:1]
+            return bool(found)
+
+        await self.wait_for(check, timeout)
+        return found[0]
+
+    async def wait_connected(self, timeout: float = DEFAULT_WAIT) -> None:
+        """Wait until the hello exchange of a link has completed."""
+        await self.wait_for(lambda: self.connected, timeout)
+
+    async def wait_disconnected(self, timeout: float = DEFAULT_WAIT) -> None:
+        """Wait until no link is up."""
+        await self.wait_for(lambda: not self.connected, timeout)
+
+    async def wait_activation_code(self, timeout: float = DEFAULT_WAIT) -> str:
+        """Return the activation code once an OTA answer has shown one."""
+        code: list[str] = []
+
+        def check() -> bool:
+            if self.activation_code is not None:
+                code[:] = [self.activation_code]
+            return bool(code)
+
+        await self.wait_for(check, timeout)
+        return code[0]
+
+    # ------------------------------------------------------------------ HTTP
+
+    def _client(self) -> HttpClient:
+        if self._http is None:
+            if self._own_session is None:
+                self._own_session = aiohttp.ClientSession()
+            return self._own_session
+        return self._http
+
+    def rewrite(self, url: str) -> str:
+        """Apply the URL rewriter."""
+        return self._url_rewriter(url) if self._url_rewriter else url
+
+    async def http_request(
+        self,
+        method: str,
+        url: str,
+        *,
+        headers: Mapping[str, str] | None = None,
+        data: Any = None,
+        failure: str = "HTTP request failed",
+    ) -> tuple[int, bytes]:
+        """Send a request; return status and body.
+
+        A connection failure raises ToolError with ``failure``.
+        """
+        client = self._client()
+        timeout = aiohttp.ClientTimeout(total=self.config.http_timeout)
+        kwargs: dict[str, Any] = {"headers": dict(headers or {}), "timeout": timeout}
+        if data is not None:
+            kwargs["data"] = data
+        try:
+            if method == "GET":
+                response = await client.get(self.rewrite(url), **kwargs)
+            else:
+                response = await client.post(self.rewrite(url), **kwargs)
+            try:
+                body = await response.read()
+            finally:
+                response.release()
+        except (aiohttp.ClientError, TimeoutError, ValueError) as err:
+            _LOGGER.debug("%s: %s %s failed: %r", self.name, method, url, err)
+            raise ToolError(failure) from err
+        return response.status, body
+
+    # ------------------------------------------------------------------ OTA
+
+    async def check_ota(self, ota_url: str | None = None) -> OtaResult:
+        """POST the system information to the OTA URL and apply the answer."""
+        url = ota_url or self.ota_url
+        if not url:
+            raise OtaError("No OTA URL configured")
+        self.ota_url = url
+        self.ota_checks += 1
+        client = self._client()
+        try:
+            response = await client.post(
+                self.rewrite(url),
+                headers=ota_headers(self.config),
+                data=dumps(system_info(self.config)).encode(),
+                timeout=aiohttp.ClientTimeout(total=self.config.http_timeout),
+            )
+            try:
+                status = response.status
+                body = await response.read()
+            finally:
+                response.release()
+        except (aiohttp.ClientError, TimeoutError) as err:
+            raise OtaError(f"OTA request failed: {err!r}") from err
+        if status != 200:
+            raise OtaError(f"OTA check failed with status {status}", status=status)
+        try:
+            data = json.loads(body)
+        except ValueError as err:
+            raise OtaError("OTA answer is not JSON") from err
+        result = parse_ota_response(data, self.config.firmware)
+        self._apply_ota(result)
+        return result
+
+    def _apply_ota(self, result: OtaResult) -> None:
+        self.ota_result = result
+        self.activation = result.activation
+        if result.activation is not None and result.activation.code is not None:
+            self.activation_code = result.activation.code
+            _LOGGER.info(
+                "%s: Activation code: %s (%s)",
+                self.name,
+                result.activation.code,
+                result.activation.message or "",
+            )
+        if result.mqtt is not None:
+            self.mqtt_config = dict(result.mqtt)
+            _LOGGER.warning(
+                "%s: the OTA answer holds an mqtt section; real devices then use "
+                "MQTT, which the simulator does not support",
+                self.name,
+            )
+        if result.websocket is not None:
+            self.websocket_settings.update(result.websocket)
+            url = self.websocket_settings.get("url")
+            token = self.websocket_settings.get("token")
+            version = self.websocket_settings.get("version")
+            if isinstance(url, str) and url:
+                self.ws_url = url
+            if isinstance(token, str):
+                self.token = token
+            if isinstance(version, int) and version in (1, 2, 3):
+                self.protocol_version = version
+            _LOGGER.info(
+                "%s: websocket %s (token %s, version %s)",
+                self.name,
+                redact_url(self.ws_url),
+                mask_token(self.token),
+                self.protocol_version,
+            )
+        if result.server_time is not None:
+            self.server_time = dict(result.server_time)
+        if result.firmware is not None:
+            self.firmware_offer = result.firmware
+            if result.firmware.newer:
+                _LOGGER.info(
+                    "%s: firmware %s offered at %s (not installed by the simulator)",
+                    self.name,
+                    result.firmware.version,
+                    result.firmware.url,
+                )
+        self._notify()
+
+    async def activate(self, ota_url: str | None = None) -> str:
+        """POST ``<ota url>/activate`` once.
+
+        Returns ``"activated"`` (200), ``"pending"`` (202) or ``"failed"``
+        (anything else, a network error, or no challenge to answer).
+        """
+        url = ota_url or self.ota_url
+        challenge = self.activation.challenge if self.activation else None
+        if not url or challenge is None:
+            _LOGGER.warning("%s: no activation challenge", self.name)
+            return "failed"
+        self.activation_attempts += 1
+        client = self._client()
+        try:
+            response = await client.post(
+                self.rewrite(activate_url(url)),
+                headers=ota_headers(self.config),
+                data=activation_payload(self.config, challenge).encode(),
+                timeout=aiohttp.ClientTimeout(total=self.config.http_timeout),
+            )
+            try:
+                status = response.status
+                await response.read()
+            finally:
+                response.release()
+        except (aiohttp.ClientError, TimeoutError) as err:
+            _LOGGER.warning("%s: activation request failed: %r", self.name, err)
+            return "failed"
+        self._notify()
+        if status == 200:
+            _LOGGER.info("%s: activated", self.name)
+            self.activated = True
+            return "activated"
+        if status == 202:
+            return "pending"
+        _LOGGER.warning("%s: activation failed with status %s", self.name, status)
+        return "failed"
+
+    async def provision(
+        self, ota_url: str | None = None, *, timeout: float | None = None
+    ) -> OtaResult:
+        """Check the OTA URL and activate until the answer needs no activation.
+
+        Mirrors the firmware's boot loop: a failed check is retried with a
+        doubling delay (at most 10 times); while the answer holds an
+        activation, ``/activate`` is polled (202: again after
+        ``activation_poll_interval``; other failures: after
+        ``activation_retry_delay``; 10 polls at most) and the OTA URL is
+        checked again afterwards.
+        """
+        config = self.config
+        async with asyncio.timeout(timeout or config.provision_timeout):
+            retries = 0
+            retry_delay = config.ota_retry_delay
+            while True:
+                try:
+                    result = await self.check_ota(ota_url)
+                except OtaError as err:
+                    retries += 1
+                    if retries >= OTA_MAX_RETRY:
+                        raise
+                    _LOGGER.warning(
+                        "%s: %s; retrying in %.1f s", self.name, err, retry_delay
+                    )
+                    await asyncio.sleep(retry_delay)
+                    retry_delay = min(retry_delay * 2, config.max_backoff)
+                    continue
+                retries = 0
+                retry_delay = config.ota_retry_delay
+                if not result.needs_activation:
+                    return result
+                for _attempt in range(ACTIVATION_ATTEMPTS):
+                    outcome = await self.activate(ota_url)
+                    if outcome == "activated":
+                        break
+                    await asyncio.sleep(
+                        config.activation_poll_interval
+                        if outcome == "pending"
+                        else config.activation_retry_delay
+                    )
+
+    # ------------------------------------------------------------------ link
+
+    def _ws_headers(self, token: str | None) -> dict[str, str]:
+        headers: dict[str, str] = {}
+        if token:
+            headers["Authorization"] = token if " " in token else "Bearer " + token
+        headers["Protocol-Version"] = str(self.protocol_version)
+        headers["Device-Id"] = self.config.mac
+        headers["Client-Id"] = self.config.client_id
+        return headers
+
+    def _hello_text(self) -> str:
+        features = None
+        if self.config.features:
+            features = {**self.config.extra_features, "mcp": True}
+        return hello_frame(
+            self.protocol_version, features=features, extra=self.config.hello_extra
+        )
+
+    @property
+    def outgoing_session_id(self) -> str:
+        """Return the session id put in outgoing frames."""
+        return "" if self.config.other_implementation else self.session_id
+
+    async def connect(self, url: str | None = None, token: str | None = None) -> None:
+        """Open the link and complete the hello exchange.
+
+        Uses the stored WebSocket URL and token (from the OTA answer or the
+        configuration) when omitted. Raises DeviceConnectionError,
+        HelloTimeoutError or ServerHelloRejected.
+        """
+        async with self._connect_lock:
+            if self.connected:
+                raise DeviceError("Already connected")
+            await self._open_link(url, token)
+
+    async def _open_link(self, url: str | None, token: str | None) -> None:
+        url = url or self.ws_url
+        if token is None:
+            token = self.token
+        if not url:
+            raise DeviceConnectionError("No WebSocket URL known")
+        self.ws_url = url
+        self.token = token
+        _LOGGER.info(
+            "%s: connecting to %s (token %s, protocol version %s)",
+            self.name,
+            redact_url(url),
+            mask_token(token),
+            self.protocol_version,
+        )
+        self._set_activity("connecting")
+        try:
+            ws = await self._client().ws_connect(
+                self.rewrite(url),
+                headers=self._ws_headers(token),
+                autoping=False,
+                heartbeat=None,
+                max_msg_size=self.config.max_msg_size,
+            )
+        except (aiohttp.ClientError, ValueError) as err:
+            self._set_activity("idle")
+            self._record_close("connect_failed")
+            raise DeviceConnectionError(
+                f"Cannot connect to {redact_url(url)}: {err!r}"
+            ) from err
+
+        self._ws = ws
+        self._closing_reason = None
+        self._drop_requested = False
+        self._last_incoming = asyncio.get_running_loop().time()
+        hello = asyncio.get_running_loop().create_future()
+        self._hello = hello
+        await self._send_text(self._hello_text())
+        self._reader = self._spawn(self._read_loop(ws), "reader")
+        try:
+            async with asyncio.timeout(self.config.hello_timeout):
+                await asyncio.shield(hello)
+        except TimeoutError:
+            _LOGGER.error("%s: no server hello within the timeout", self.name)
+            await self._close_link(REASON_HELLO_TIMEOUT)
+            raise HelloTimeoutError("Failed to receive server hello") from None
+        except DeviceError:
+            await self._wait_reader()
+            raise
+        self.connected = True
+        self.connect_count += 1
+        _LOGGER.info("%s: connected, session %s", self.name, self.session_id)
+        self._set_activity("idle")
+        self._notify()
+
+    async def _wait_reader(self) -> None:
+        reader = self._reader
+        if reader is not None and reader is not asyncio.current_task():
+            await asyncio.wait({reader})
+
+    async def _close_link(self, reason: str) -> None:
+        """Close the link from the device side and wait for the reader."""
+        ws = self._ws
+        if ws is None:
+            return
+        self._closing_reason = reason
+        if not ws.closed:
+            await ws.close()
+        await self._wait_reader()
+
+    def drop_link(self) -> None:
+        """Drop the TCP connection at once, without a close frame."""
+        ws = self._ws
+        if ws is None:
+            return
+        _LOGGER.info("%s: dropping the connection", self.name)
+        self._drop_requested = True
+        response = ws._response  # noqa: SLF001 - aiohttp offers no public abort
+        response.close()
+
+    async def disconnect(self) -> None:
+        """Close the link (no automatic reconnect)."""
+        await self._close_link(REASON_DISCONNECTED)
+
+    async def _read_loop(self, ws: aiohttp.ClientWebSocketResponse) -> None:
+        loop = asyncio.get_running_loop()
+        reason = REASON_SERVER_CLOSED
+        try:
+            while True:
+                if self._drop_requested:
+                    _end_link(REASON_DROPPED)
+                remaining = self._last_incoming + self.config.idle_timeout - loop.time()
+                if remaining <= 0:
+                    _LOGGER.warning("%s: channel idle timeout", self.name)
+                    _end_link(REASON_IDLE_TIMEOUT)
+                try:
+                    msg = await ws.receive(timeout=remaining)
+                except TimeoutError:
+                    continue
+                if msg.type is aiohttp.WSMsgType.TEXT:
+                    self._last_incoming = loop.time()
+                    await self._on_text(msg.data)
+                elif msg.type is aiohttp.WSMsgType.BINARY:
+                    self._last_incoming = loop.time()
+                    self._on_binary(msg.data)
+                elif msg.type is aiohttp.WSMsgType.PING:
+                    if self.config.answer_pings:
+                        await ws.pong(msg.data)
+                elif msg.type is aiohttp.WSMsgType.ERROR:
+                    _LOGGER.warning("%s: websocket error %r", self.name, msg.data)
+                    _end_link(REASON_ERROR)
+                elif msg.type in (
+                    aiohttp.WSMsgType.CLOSE,
+                    aiohttp.WSMsgType.CLOSING,
+                    aiohttp.WSMsgType.CLOSED,
+                ):
+                    break
+        except _LinkEnd as end:
+            reason = end.reason
+        except (aiohttp.ClientError, ConnectionError) as err:
+            _LOGGER.warning("%s: connection lost: %r", self.name, err)
+            reason = REASON_ERROR
+        except Exception:
+            _LOGGER.exception("%s: unexpected error on the link", self.name)
+            reason = REASON_ERROR
+        finally:
+            if self._drop_requested:
+                reason = REASON_DROPPED
+            elif self._closing_reason is not None:
+                reason = self._closing_reason
+            elif not ws.closed:
+                await ws.close()
+            self._link_ended(reason)
+
+    def _record_close(self, reason: str) -> None:
+        self.close_reason = reason
+        self.close_reasons.append(reason)
+
+    def _link_ended(self, reason: str) -> None:
+        was_connected = self.connected
+        self._ws = None
+        self.connected = False
+        self._record_close(reason)
+        _LOGGER.info("%s: link closed (%s)", self.name, reason)
+        for task in list(self._call_tasks):
+            task.cancel()
+        hello = self._hello
+        if hello is not None and not hello.done():
+            if reason == REASON_FATAL_HELLO:
+                hello.set_exception(
+                    ServerHelloRejected("Server hello without transport")
+                )
+            else:
+                hello.set_exception(
+                    DeviceConnectionError(f"Link closed before the hello ({reason})")
+                )
+            hello.exception()  # mark retrieved; connect() reads it via shield
+        self._set_activity("idle")
+        self._notify()
+        if self._stopping:
+            return
+        if reason == REASON_REBOOT:
+            self._schedule_reconnect(self.config.reboot_delay, reboot=True)
+        elif (
+            was_connected
+            and reason not in _NO_RECONNECT
+            and self.config.reconnect_delay is not None
+        ):
+            self._schedule_reconnect(self.config.reconnect_delay)
+
+    # ------------------------------------------------------------------ incoming
+
+    async def _on_text(self, text: str) -> None:
+        _LOGGER.debug("%s << %s", self.name, text)
+        self.received_text.append(text)
+        try:
+            frame = json.loads(text)
+        except ValueError:
+            frame = None
+        if not isinstance(frame, dict) or not isinstance(frame.get("type"), str):
+            _LOGGER.error("%s: missing message type, data: %s", self.name, text)
+            self.invalid_frames += 1
+            self._notify()
+            return
+        self.received.append(frame)
+        self._notify()
+        kind = frame["type"]
+        if kind == "hello":
+            self._on_server_hello(frame)
+        elif kind == "mcp":
+            payload = frame.get("payload")
+            if isinstance(payload, dict):
+                await self.mcp.handle(payload)
+        elif kind == "tts":
+            await self._on_tts(frame)
+        elif kind == "stt":
+            if isinstance(frame.get("text"), str):
+                self.stt_texts.append(frame["text"])
+        elif kind == "llm":
+            if isinstance(frame.get("emotion"), str):
+                self.state.emotion = frame["emotion"]
+        elif kind == "system":
+            command = frame.get("command")
+            if isinstance(command, str):
+                self.system_commands.append(command)
+                if command == "reboot":
+                    self._spawn(self.reboot(), "reboot")
+                else:
+                    _LOGGER.warning("%s: unknown system command %s", self.name, command)
+        elif kind == "alert":
+            self._on_alert(frame)
+        elif kind == "custom" and self.config.custom_messages:
+            if isinstance(frame.get("payload"), dict):
+                self.custom_payloads.append(frame["payload"])
+            else:
+                _LOGGER.warning("%s: custom message without payload", self.name)
+        else:
+            _LOGGER.warning("%s: unknown message type: %s", self.name, kind)
+        self._notify()
+
+    def _on_server_hello(self, frame: dict[str, Any]) -> None:
+        transport = frame.get("transport")
+        if not isinstance(transport, str):
+            # The firmware dereferences the missing string and crashes.
+            _LOGGER.error("%s: server hello without transport: crash", self.name)
+            self.crashed = True
+            raise _LinkEnd(REASON_FATAL_HELLO)
+        if transport != "websocket":
+            _LOGGER.error("%s: unsupported transport: %s", self.name, transport)
+            return
+        session_id = frame.get("session_id")
+        if isinstance(session_id, str):
+            self.session_id = session_id
+        audio_params = frame.get("audio_params")
+        if isinstance(audio_params, dict):
+            self.server_audio_params = audio_params
+        self.server_hello = frame
+        if self._hello is not None and not self._hello.done():
+            self._hello.set_result(None)
+
+    async def _on_tts(self, frame: dict[str, Any]) -> None:
+        state = frame.get("state")
+        if not isinstance(state, str):
+            # The firmware compares the missing string and crashes.
+            _LOGGER.error("%s: tts frame without state: crash", self.name)
+            self.crashed = True
+            raise _LinkEnd(REASON_CRASH)
+        activity = self.state.activity
+        if state == "start":
+            if activity in ("idle", "listening"):
+                await self._change_activity("speaking")
+        elif state == "stop":
+            if activity == "speaking":
+                await self._change_activity(
+                    "idle" if self.listen_mode == "manual" else "listening"
+                )
+        elif state == "sentence_start" and isinstance(frame.get("text"), str):
+            self.tts_sentences.append(frame["text"])
+
+    def _on_alert(self, frame: dict[str, Any]) -> None:
+        fields = ("status", "message", "emotion")
+        if all(isinstance(frame.get(key), str) for key in fields):
+            self.alerts.append({key: frame[key] for key in fields})
+        else:
+            _LOGGER.warning("%s: alert needs status, message and emotion", self.name)
+
+    def _on_binary(self, data: bytes) -> None:
+        self.binary_received += 1
+        try:
+            packet = decode_audio(data, self.protocol_version)
+        except ValueError:
+            _LOGGER.debug("%s: short binary frame", self.name)
+        else:
+            self.audio_received.append(packet.payload)
+        self._notify()
+
+    # ------------------------------------------------------------------ outgoing
+
+    async def _send_text(self, text: str) -> bool:
+        ws = self._ws
+        if ws is None or ws.closed:
+            _LOGGER.debug("%s: not connected, dropped %s", self.name, text)
+            return False
+        _LOGGER.debug("%s >> %s", self.name, text)
+        try:
+            await ws.send_str(text)
+        except (aiohttp.ClientError, ConnectionError) as err:
+            _LOGGER.warning("%s: failed to send text: %r", self.name, err)
+            return False
+        self.sent.append(text)
+        self._notify()
+        return True
+
+    async def send_mcp_payload(self, payload: str) -> bool:
+        """Send a serialised JSON-RPC payload in an ``mcp`` frame."""
+        return await self._send_text(mcp_frame(self.outgoing_session_id, payload))
+
+    async def send_raw(self, text: str) -> bool:
+        """Send any text frame as is."""
+        return await self._send_text(text)
+
+    async def send_bytes(self, data: bytes) -> bool:
+        """Send any binary frame as is."""
+        ws = self._ws
+        if ws is None or ws.closed:
+            return False
+        _LOGGER.debug("%s >> %d bytes", self.name, len(data))
+        try:
+            await ws.send_bytes(data)
+        except (aiohttp.ClientError, ConnectionError) as err:
+            _LOGGER.warning("%s: failed to send binary: %r", self.name, err)
+            return False
+        self.sent_binary.append(bytes(data))
+        return True
+
+    async def send_listen(
+        self,
+        state: ListenState,
+        mode: ListenMode = "auto",
+        text: str | None = None,
+    ) -> bool:
+        """Send ``listen`` (start / stop / detect) and update the activity."""
+        sent = await self._send_text(
+            listen_frame(self.outgoing_session_id, state, mode, text)
+        )
+        if state == "start":
+            self.listen_mode = mode
+            await self._change_activity("listening")
+        elif state == "stop":
+            await self._change_activity("idle")
+        return sent
+
+    async def send_abort(self, reason: str | None = None) -> bool:
+        """Send ``abort`` (optionally with a reason); the device goes idle."""
+        sent = await self._send_text(abort_frame(self.outgoing_session_id, reason))
+        await self._change_activity("idle")
+        return sent
+
+    async def send_notification(
+        self, method: str, params: Mapping[str, Any] | None = None
+    ) -> bool:
+        """Send a JSON-RPC notification (no ``id``) in an ``mcp`` frame."""
+        payload: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+        if params is not None:
+            payload["params"] = dict(params)
+        return await self.send_mcp_payload(dumps(payload))
+
+    async def send_audio(self, frames: int = 3) -> list[bytes]:
+        """Send Opus-sized binary frames framed for the protocol version."""
+        sent: list[bytes] = []
+        for _ in range(frames):
+            size = self._audio_rng.randint(40, 120)
+            payload = bytes(self._audio_rng.getrandbits(8) for _ in range(size))
+            data = encode_audio(payload, self.protocol_version, self._audio_timestamp)
+            self._audio_timestamp += AUDIO_FRAME_DURATION_MS
+            if await self.send_bytes(data):
+                sent.append(data)
+        return sent
+
+    def _set_activity(self, activity: str) -> None:
+        """Change the activity without telling the server (link lifecycle)."""
+        self.state.activity = activity
+
+    async def _change_activity(self, activity: str) -> None:
+        old = self.state.activity
+        if old == activity:
+            return
+        self.state.activity = activity
+        self._notify()
+        if self.config.notifications:
+            await self.send_notification(
+                "notifications/state_changed",
+                {"newState": activity, "oldState": old},
+            )
+
+    # ------------------------------------------------------------------ reboot
+
+    async def reboot(self) -> None:
+        """Reboot: close the link, come back after ``reboot_delay``."""
+        self.reboot_count += 1
+        _LOGGER.info("%s: rebooting", self.name)
+        self.session_id = ""
+        self.vision_url = None
+        self.vision_token = ""
+        self._notify()
+        if self._ws is not None:
+            await self._close_link(REASON_REBOOT)
+        elif not self._stopping:
+            self._schedule_reconnect(self.config.reboot_delay, reboot=True)
+
+    def _schedule_reconnect(self, delay: float, *, reboot: bool = False) -> None:
+        if self._reconnect_task is not None and not self._reconnect_task.done():
+            return
+        self._reconnect_task = self._spawn(
+            self._reconnect(delay, reboot=reboot), "reconnect"
+        )
+
+    async def _reconnect(self, delay: float, *, reboot: bool) -> None:
+        await asyncio.sleep(delay)
+        if reboot and self.ota_url:
+            try:
+                await self.provision()
+            except (OtaError, TimeoutError) as err:
+                _LOGGER.error(
+                    "%s: provisioning after reboot failed: %s", self.name, err
+                )
+                return
+        await self._connect_with_retry()
+
+    async def _connect_with_retry(self) -> None:
+        """Connect, retrying with a doubling delay; give up on a crash."""
+        delay = self.config.retry_delay
+        while not self._stopping and not self.connected:
+            try:
+                await self.connect()
+            except ServerHelloRejected:
+                _LOGGER.error("%s: crashed on the server hello", self.name)
+                return
+            except DeviceError as err:
+                _LOGGER.warning(
+                    "%s: connection failed (%s); retrying in %.1f s",
+                    self.name,
+                    err,
+                    delay,
+                )
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, self.config.max_backoff)
+            else:
+                return
+
+    # ------------------------------------------------------------------ run
+
+    async def run(self) -> None:
+        """Provision (when an OTA URL is set), connect, serve until stopped.
+
+        When the device cannot go online (provisioning failed, the OTA answer
+        selects MQTT, no WebSocket URL) it records why in ``offline_reason``
+        and idles until stopped, like a device waiting for its user.
+        """
+        reason = await self._boot()
+        if reason is None:
+            await self._connect_with_retry()
+        else:
+            self.offline_reason = reason
+            self._notify()
+        await self._stopped.wait()
+
+    async def _boot(self) -> str | None:
+        """Run the boot-time OTA check; return why the device stays offline."""
+        if self.ota_url:
+            try:
+                await self.provision()
+            except (OtaError, TimeoutError) as err:
+                _LOGGER.error("%s: provisioning failed: %s", self.name, err)
+                return "provisioning_failed"
+            if self.mqtt_config is not None:
+                _LOGGER.error(
+                    "%s: the OTA answer selects MQTT; staying offline", self.name
+                )
+                return "mqtt"
+        if not self.ws_url:
+            _LOGGER.error("%s: no WebSocket URL; staying offline", self.name)
+            return "no_websocket_url"
+        return None
+
+    def start(self) -> asyncio.Task[None]:
+        """Start :meth:`run` in the background and return its task."""
+        if self._run_task is None or self._run_task.done():
+            self._run_task = self._spawn(self.run(), "run")
+        return self._run_task
+
+    async def stop(self) -> None:
+        """Stop everything: close the link, cancel every task, close HTTP."""
+        self._stopping = True
+        self._stopped.set()
+        current = asyncio.current_task()
+        for task in list(self._tasks):
+            if task is not self._reader and task is not current:
+                task.cancel()
+        if self._ws is not None:
+            await self._close_link(REASON_STOPPED)
+        pending = [task for task in self._tasks if task is not current]
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.wait(pending)
+        if self._own_session is not None:
+            await self._own_session.close()
+            self._own_session = None
+        self._notify()

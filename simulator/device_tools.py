@@ -1,0 +1,336 @@
+"""The tools every device registers, with real effects on simulated state.
+
+Registration order follows the firmware: the common AI-visible tools come
+first, then the board's own tools, then the user-only tools.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .jpeg import TINY_JPEG
+from .ota import system_info
+from .tools import ArgumentValue, PropertySpec, ToolError, ToolResult, ToolSpec
+from .transport import chunked, multipart_parts
+
+if TYPE_CHECKING:
+    from .config import DeviceConfig
+    from .device import SimulatedDevice
+
+THEMES = ("light", "dark")
+SCREEN_WIDTH = 320
+SCREEN_HEIGHT = 240
+CAMERA_BOUNDARY = "----ESP32_CAMERA_BOUNDARY"
+SNAPSHOT_BOUNDARY = "----ESP32_SCREEN_SNAPSHOT_BOUNDARY"
+UPGRADE_URL_DEFAULT = "URL of the firmware image to download and install"
+"""The firmware declares ``url`` of ``self.upgrade_firmware`` with its
+description text as default value, so the property is not required."""
+
+
+def device_status(device: SimulatedDevice) -> dict[str, Any]:
+    """Return the status document of ``self.get_device_status``.
+
+    Like the firmware, ``audio_speaker``, ``screen`` and ``network`` are
+    always present (``screen`` is empty on a device without one); ``battery``
+    and ``chip`` only when the board has them.
+    """
+    config = device.config
+    state = device.state
+    status: dict[str, Any] = {"audio_speaker": {"volume": state.volume}}
+    screen: dict[str, Any] = {}
+    if config.screen:
+        screen = {"brightness": state.brightness, "theme": state.theme}
+    status["screen"] = screen
+    if config.battery:
+        status["battery"] = {
+            "level": state.battery_level,
+            "charging": state.charging,
+        }
+    status["network"] = {
+        "type": state.network_type,
+        "ssid": state.ssid,
+        "signal": state.signal,
+    }
+    if config.temperature:
+        status["chip"] = {"temperature": state.temperature}
+    return status
+
+
+async def _get_device_status(
+    device: SimulatedDevice, arguments: dict[str, ArgumentValue]
+) -> ToolResult:
+    del arguments
+    return device_status(device)
+
+
+async def _set_volume(
+    device: SimulatedDevice, arguments: dict[str, ArgumentValue]
+) -> ToolResult:
+    device.state.volume = int(arguments["volume"])
+    return True
+
+
+async def _set_brightness(
+    device: SimulatedDevice, arguments: dict[str, ArgumentValue]
+) -> ToolResult:
+    device.state.brightness = int(arguments["brightness"])
+    return True
+
+
+async def _set_theme(
+    device: SimulatedDevice, arguments: dict[str, ArgumentValue]
+) -> ToolResult:
+    theme = str(arguments["theme"])
+    if theme not in THEMES:
+        # The firmware answers a successful "false" for an unknown theme.
+        return False
+    device.state.theme = theme
+    return True
+
+
+async def _take_photo(
+    device: SimulatedDevice, arguments: dict[str, ArgumentValue]
+) -> ToolResult:
+    if not device.vision_url:
+        raise ToolError("Image explain URL or token is not set")
+    question = str(arguments["question"])
+    headers = {"Device-Id": device.config.mac, "Client-Id": device.config.client_id}
+    if device.vision_token:
+        headers["Authorization"] = "Bearer " + device.vision_token
+    headers["Content-Type"] = f"multipart/form-data; boundary={CAMERA_BOUNDARY}"
+    parts = multipart_parts(
+        CAMERA_BOUNDARY,
+        fields=[("question", question)],
+        file_field="file",
+        filename="camera.jpg",
+        content_type="image/jpeg",
+        data=TINY_JPEG,
+    )
+    status, body = await device.http_request(
+        "POST",
+        device.vision_url,
+        headers=headers,
+        data=chunked(parts),
+        failure="Failed to connect to explain URL",
+    )
+    if status != 200:
+        raise ToolError("Failed to upload photo")
+    device.photos_taken += 1
+    return body.decode("utf-8", errors="replace")
+
+
+async def _get_system_info(
+    device: SimulatedDevice, arguments: dict[str, ArgumentValue]
+) -> ToolResult:
+    del arguments
+    return system_info(device.config, ssid=device.state.ssid, rssi=device.state.rssi)
+
+
+async def _reboot(
+    device: SimulatedDevice, arguments: dict[str, ArgumentValue]
+) -> ToolResult:
+    del arguments
+    device.after_reply(device.reboot)
+    return True
+
+
+async def _upgrade_firmware(
+    device: SimulatedDevice, arguments: dict[str, ArgumentValue]
+) -> ToolResult:
+    device.upgrade_urls.append(str(arguments["url"]))
+    return True
+
+
+async def _screen_info(
+    device: SimulatedDevice, arguments: dict[str, ArgumentValue]
+) -> ToolResult:
+    del device, arguments
+    return {"width": SCREEN_WIDTH, "height": SCREEN_HEIGHT, "monochrome": False}
+
+
+async def _snapshot(
+    device: SimulatedDevice, arguments: dict[str, ArgumentValue]
+) -> ToolResult:
+    url = str(arguments["url"])
+    parts = multipart_parts(
+        SNAPSHOT_BOUNDARY,
+        fields=[],
+        file_field="file",
+        filename="screenshot.jpg",
+        content_type="image/jpeg",
+        data=TINY_JPEG,
+    )
+    status, _body = await device.http_request(
+        "POST",
+        url,
+        headers={"Content-Type": f"multipart/form-data; boundary={SNAPSHOT_BOUNDARY}"},
+        data=chunked(parts),
+        failure=f"Failed to open URL: {url}",
+    )
+    if status != 200:
+        raise ToolError(f"Unexpected status code: {status}")
+    device.snapshots.append((url, int(arguments["quality"])))
+    return True
+
+
+async def _preview_image(
+    device: SimulatedDevice, arguments: dict[str, ArgumentValue]
+) -> ToolResult:
+    url = str(arguments["url"])
+    status, body = await device.http_request(
+        "GET", url, failure=f"Failed to open URL: {url}"
+    )
+    if status != 200:
+        raise ToolError(f"Unexpected status code: {status}")
+    device.previewed_images.append(len(body))
+    return True
+
+
+async def _set_assets_url(
+    device: SimulatedDevice, arguments: dict[str, ArgumentValue]
+) -> ToolResult:
+    device.assets_download_url = str(arguments["url"])
+    return True
+
+
+def _url(name: str = "url", default: str | None = None) -> PropertySpec:
+    return PropertySpec(name=name, type="string", default=default)
+
+
+def build_tools(config: DeviceConfig) -> list[ToolSpec]:
+    """Return the device's tools in firmware registration order.
+
+    A tool whose name is already registered is skipped, as the firmware does.
+    """
+    tools: list[ToolSpec] = [
+        ToolSpec(
+            name="self.get_device_status",
+            description=(
+                "Returns the live state of the device: speaker volume, screen, "
+                "battery, network and chip.\n"
+                "Use it to answer questions about the device's current condition "
+                "and as the first step before changing a setting whose current "
+                "value is unknown."
+            ),
+            handler=_get_device_status,
+        ),
+        ToolSpec(
+            name="self.audio_speaker.set_volume",
+            description=(
+                "Sets the speaker volume. When the current volume is unknown, "
+                "call `self.get_device_status` first."
+            ),
+            properties=[
+                PropertySpec(name="volume", type="integer", minimum=0, maximum=100)
+            ],
+            handler=_set_volume,
+        ),
+    ]
+    if config.screen:
+        tools += [
+            ToolSpec(
+                name="self.screen.set_brightness",
+                description="Sets the brightness of the screen backlight.",
+                properties=[
+                    PropertySpec(
+                        name="brightness", type="integer", minimum=0, maximum=100
+                    )
+                ],
+                handler=_set_brightness,
+            ),
+            ToolSpec(
+                name="self.screen.set_theme",
+                description="Switches the screen theme: `light` or `dark`.",
+                properties=[PropertySpec(name="theme", type="string")],
+                handler=_set_theme,
+            ),
+        ]
+    if config.camera:
+        tools.append(
+            ToolSpec(
+                name="self.camera.take_photo",
+                description=(
+                    "Takes a photo and explains it. Use it when the user asks you "
+                    "to look at something.\n"
+                    "Args:\n  `question`: what to ask about the photo.\n"
+                    "Return:\n  A JSON object describing the photo."
+                ),
+                properties=[PropertySpec(name="question", type="string")],
+                handler=_take_photo,
+            )
+        )
+    tools += config.extra_tools
+    if config.user_tools:
+        tools += [
+            ToolSpec(
+                name="self.get_system_info",
+                description="Returns system information.",
+                user_only=True,
+                handler=_get_system_info,
+            ),
+            ToolSpec(
+                name="self.reboot",
+                description="Restarts the device.",
+                user_only=True,
+                handler=_reboot,
+            ),
+            ToolSpec(
+                name="self.upgrade_firmware",
+                description=(
+                    "Downloads firmware from the given URL, installs it and "
+                    "restarts the device."
+                ),
+                properties=[_url(default=UPGRADE_URL_DEFAULT)],
+                user_only=True,
+                handler=_upgrade_firmware,
+            ),
+        ]
+        if config.screen:
+            tools += [
+                ToolSpec(
+                    name="self.screen.get_info",
+                    description="Returns screen information: width, height, etc.",
+                    user_only=True,
+                    handler=_screen_info,
+                ),
+                ToolSpec(
+                    name="self.screen.snapshot",
+                    description="Captures the screen and uploads it to the URL.",
+                    properties=[
+                        _url(),
+                        PropertySpec(
+                            name="quality",
+                            type="integer",
+                            default=80,
+                            minimum=1,
+                            maximum=100,
+                        ),
+                    ],
+                    user_only=True,
+                    handler=_snapshot,
+                ),
+                ToolSpec(
+                    name="self.screen.preview_image",
+                    description="Shows the image at the URL on the screen.",
+                    properties=[_url()],
+                    user_only=True,
+                    handler=_preview_image,
+                ),
+            ]
+        if config.assets:
+            tools.append(
+                ToolSpec(
+                    name="self.assets.set_download_url",
+                    description="Sets the URL the assets are downloaded from.",
+                    properties=[_url()],
+                    user_only=True,
+                    handler=_set_assets_url,
+                )
+            )
+    unique: list[ToolSpec] = []
+    seen: set[str] = set()
+    for tool in tools:
+        if tool.name not in seen:
+            seen.add(tool.name)
+            unique.append(tool)
+    return unique
