@@ -67,6 +67,8 @@ async def setup_integration(hass: HomeAssistant, internal_url: str) -> None:
     installation with IP bans enabled.
     """
     assert await async_setup_component(hass, DOMAIN, {})
+    # Components with views of their own, set up before any test client starts.
+    assert await async_setup_component(hass, "diagnostics", {})
     assert KEY_BAN_MANAGER in hass.http.app
     hass.http.app[KEY_LOGIN_THRESHOLD] = 1000
     await hass.async_block_till_done()

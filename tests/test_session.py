@@ -215,7 +215,7 @@ async def test_drop_mid_call_fails_fast(
         await runtime.async_call_tool("self.audio_speaker.set_volume", {"volume": 10})
     assert time.monotonic() - started < 1
     assert err.value.translation_key == "connection_lost"
-    await wait_for_runtime(runtime, lambda d: not d.connected)
+    await wait_for_runtime(runtime, lambda d: d.session is None)
     with pytest.raises(HomeAssistantError) as err:
         await runtime.async_call_tool("self.audio_speaker.set_volume", {"volume": 10})
     assert err.value.translation_key == "not_connected"
@@ -408,7 +408,7 @@ async def test_keepalive_off_respects_idle_close(
     await wait_for_runtime(runtime, lambda d: d.connected)
     caplog.clear()
     await device.wait_disconnected()
-    await wait_for_runtime(runtime, lambda d: not d.connected)
+    await wait_for_runtime(runtime, lambda d: d.session is None)
     assert device.close_reason == "idle_timeout"
     assert not [
         r
@@ -519,7 +519,7 @@ async def test_vision_upload(
 
     # After a reconnect the old session's token is refused.
     await device.disconnect()
-    await wait_for_runtime(runtime, lambda d: not d.connected)
+    await wait_for_runtime(runtime, lambda d: d.session is None)
     await device.connect()
     await wait_for_runtime(runtime, lambda d: d.connected)
     response = await client.post(

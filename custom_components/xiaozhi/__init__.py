@@ -64,6 +64,7 @@ async def async_unload_entry(hass: HomeAssistant, entry: XiaozhiConfigEntry) -> 
     if devices.get(device.mac) is device:
         del devices[device.mac]
     await device.async_disconnect(CloseReason.SERVER_CLOSED)
+    await device.async_save()
     return await hass.config_entries.async_unload_platforms(entry, PLATFORMS)
 
 

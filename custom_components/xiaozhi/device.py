@@ -207,6 +207,10 @@ class XiaozhiDevice:
             "firmware": self.firmware,
         }
 
+    async def async_save(self) -> None:
+        """Write what is known about the device now."""
+        await self._store.async_save(self._data_to_save())
+
     @callback
     def _schedule_save(self) -> None:
         self._store.async_delay_save(self._data_to_save, SAVE_DELAY)

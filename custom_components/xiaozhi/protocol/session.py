@@ -176,9 +176,12 @@ class DeviceSession:
         tasks = [task for task in self._tasks if task is not current]
         for task in tasks:
             task.cancel()
+        # Report first: the socket's owner may itself be cancelled while it
+        # waits for the tasks below (the web server does that to handlers of
+        # closed connections).
+        self._handler.session_closed(self, reason)
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
-        self._handler.session_closed(self, reason)
 
     def _spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
         task = asyncio.get_running_loop().create_task(coro)
