@@ -303,10 +303,15 @@ class XiaozhiDevice:
             keepalive_interval=KEEPALIVE_INTERVAL if self.keepalive else None,
         )
         previous, self.session = self.session, session
+        session.start()
         if previous is not None:
             LOGGER.info("%s connected again; closing its previous link", self.name)
-            await previous.close(CloseReason.REPLACED, "replaced by a new connection")
-        session.start()
+            # Its pending calls fail at once; the old socket may take a while
+            # to close, which must not hold up the new conversation.
+            self.hass.async_create_background_task(
+                previous.close(CloseReason.REPLACED, "replaced by a new connection"),
+                f"xiaozhi close replaced link of {self.mac}",
+            )
         try:
             async for message in ws:
                 if message.type is WSMsgType.TEXT:
