@@ -11,6 +11,7 @@ from homeassistant.components.http.ban import KEY_BAN_MANAGER, KEY_LOGIN_THRESHO
 from homeassistant.core import HomeAssistant
 from homeassistant.core_config import async_process_ha_core_config
 from homeassistant.setup import async_setup_component
+from hypothesis import HealthCheck, settings
 import pytest
 from pytest_homeassistant_custom_component.common import MockConfigEntry
 
@@ -23,6 +24,22 @@ from custom_components.xiaozhi.const import (
 )
 from custom_components.xiaozhi.device import XiaozhiDevice
 from simulator import DeviceConfig, SimulatedDevice, relative_url
+
+# Property tests: "default" runs in CI; "long" (--hypothesis-profile=long) digs
+# deeper before a release. Examples feed megabyte frames, so no deadline.
+settings.register_profile(
+    "default",
+    max_examples=500,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+settings.register_profile(
+    "long",
+    max_examples=10_000,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+settings.load_profile("default")
 
 MAC = "aa:bb:cc:dd:ee:01"
 TOKEN = "device-token-for-tests-0123456789abcdef"

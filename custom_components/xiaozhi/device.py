@@ -545,7 +545,12 @@ class XiaozhiDevice:
         """Record a value the device confirmed setting."""
         node = self.status
         for key in path[:-1]:
-            node = node.setdefault(key, {})
+            child = node.get(key)
+            if not isinstance(child, dict):
+                # The device reported this section in another shape (or not
+                # at all): the value it just confirmed replaces it.
+                child = node[key] = {}
+            node = child
         if node.get(path[-1]) != value:
             node[path[-1]] = value
             self._schedule_save()

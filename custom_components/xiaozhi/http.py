@@ -13,6 +13,7 @@ import secrets
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import BodyPartReader, web
+from aiohttp.http import HttpProcessingError
 from homeassistant.components.http.ban import process_wrong_login
 from homeassistant.config_entries import SOURCE_IGNORE, ConfigEntry, ConfigEntryState
 from homeassistant.const import EVENT_HOMEASSISTANT_STOP
@@ -361,16 +362,21 @@ async def _read_photo(request: web.Request) -> tuple[str, bytes]:
     reader = await request.multipart()
     question = ""
     photo: bytes | None = None
-    while (part := await reader.next()) is not None:
-        if not isinstance(part, BodyPartReader):
-            raise TypeError("nested multipart is not supported")
-        if part.name == "question":
-            raw = await _read_part(part, MAX_OTA_BODY)
-            question = raw.decode("utf-8", "replace")
-        elif part.name == "file":
-            photo = await _read_part(part, MAX_PHOTO_BYTES)
-        else:
-            await part.release()
+    try:
+        while (part := await reader.next()) is not None:
+            if not isinstance(part, BodyPartReader):
+                raise TypeError("nested multipart is not supported")
+            if part.name == "question":
+                raw = await _read_part(part, MAX_OTA_BODY)
+                question = raw.decode("utf-8", "replace")
+            elif part.name == "file":
+                photo = await _read_part(part, MAX_PHOTO_BYTES)
+            else:
+                await part.release()
+    except HttpProcessingError as err:
+        # The multipart parser's own errors: a part header over its limit,
+        # a body cut short...
+        raise ValueError(f"malformed multipart body: {err.message}") from None
     if photo is None:
         raise ValueError("no file part")
     if not photo.startswith(JPEG_MAGIC):

@@ -13,6 +13,10 @@ from .errors import ProtocolError
 # A tools/list page is about 8 KB and a tool result rarely more; pictures go
 # over HTTP. Anything far beyond this is not a device talking.
 MAX_TEXT_FRAME: Final = 1024 * 1024
+# A tools/list page nests about ten levels. Home Assistant wraps device data in
+# events, states and storage, and its JSON encoder stops at 255 levels: data
+# nested deeper than this could be received but never saved or shown.
+MAX_DEPTH: Final = 64
 
 DEFAULT_AUDIO_PARAMS: Final[dict[str, Any]] = {
     "format": "opus",
@@ -35,8 +39,29 @@ def loads(data: str | bytes) -> Any:
 
 
 def dumps(obj: Any) -> str:
-    """Encode a frame as compact JSON text."""
-    return orjson.dumps(obj).decode()
+    """Encode a frame as compact JSON text.
+
+    Raises :class:`ProtocolError` for what JSON cannot hold (bytes, integers
+    beyond 64 bits, keys that are not strings, unpaired surrogates...).
+    """
+    try:
+        return orjson.dumps(obj).decode()
+    except orjson.JSONEncodeError as err:
+        raise ProtocolError(f"cannot encode frame: {err}") from None
+
+
+def too_deep(value: Any, limit: int = MAX_DEPTH) -> bool:
+    """Return True when lists and objects in ``value`` nest over ``limit`` levels."""
+    level = [value] if isinstance(value, (dict, list)) else []
+    for _ in range(limit):
+        below: list[Any] = []
+        for node in level:
+            children = node.values() if isinstance(node, dict) else node
+            below.extend(child for child in children if isinstance(child, (dict, list)))
+        if not below:
+            return False
+        level = below
+    return True
 
 
 def parse_frame(text: str) -> dict[str, Any]:
@@ -49,6 +74,8 @@ def parse_frame(text: str) -> dict[str, Any]:
         raise ProtocolError(f"invalid JSON: {err}") from None
     if not isinstance(frame, dict):
         raise ProtocolError("frame is not a JSON object")
+    if too_deep(frame):
+        raise ProtocolError(f"frame nests deeper than {MAX_DEPTH} levels")
     if not isinstance(frame.get("type"), str):
         raise ProtocolError("frame has no type")
     return frame

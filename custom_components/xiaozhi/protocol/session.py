@@ -256,7 +256,11 @@ class DeviceSession:
     # --- outgoing -------------------------------------------------------
 
     async def send_frame(self, frame: dict[str, Any]) -> None:
-        """Send a frame; ConnectionClosedError when the link is gone."""
+        """Send a frame.
+
+        Raises ConnectionClosedError when the link is gone and ProtocolError
+        when the frame holds something JSON cannot carry.
+        """
         if self.closed:
             raise ConnectionClosedError("session closed")
         try:

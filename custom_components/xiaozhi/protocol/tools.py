@@ -11,10 +11,14 @@ from typing import Any
 import orjson
 
 from .errors import ArgumentError
+from .messages import too_deep
 
 _LOGGER = logging.getLogger(__name__)
 
 _JSON_START = frozenset('{["-0123456789tfn')
+# The JSON encoder carries integers of at most 64 bits, signed or not.
+_WIRE_INT_MIN = -(2**63)
+_WIRE_INT_MAX = 2**64 - 1
 
 
 @dataclass(slots=True, frozen=True, kw_only=True)
@@ -175,6 +179,18 @@ def validate_arguments(tool: Tool, arguments: Mapping[str, Any]) -> dict[str, An
                 minimum=prop.minimum if prop.minimum is not None else "-∞",
                 maximum=prop.maximum if prop.maximum is not None else "∞",
             )
+        if type(value) is int and not _WIRE_INT_MIN <= value <= _WIRE_INT_MAX:
+            # Said here, rather than failing in the send without a reason.
+            raise ArgumentError(
+                "out_of_range",
+                prop.name,
+                minimum=_WIRE_INT_MIN
+                if prop.minimum is None
+                else max(prop.minimum, _WIRE_INT_MIN),
+                maximum=_WIRE_INT_MAX
+                if prop.maximum is None
+                else min(prop.maximum, _WIRE_INT_MAX),
+            )
         if prop.enum is not None and value not in prop.enum:
             raise ArgumentError(
                 "invalid_choice",
@@ -204,14 +220,15 @@ class ToolResult:
 
     @property
     def json(self) -> Any:
-        """Return the text decoded as JSON, or None when it is not JSON."""
+        """Return the text decoded as JSON, or None when it is not usable JSON."""
         text = self.text.strip()
         if not text or text[0] not in _JSON_START:
             return None
         try:
-            return orjson.loads(text)
+            value = orjson.loads(text)
         except orjson.JSONDecodeError:
             return None
+        return None if too_deep(value) else value
 
     @classmethod
     def from_result(cls, result: Any) -> ToolResult:
