@@ -634,8 +634,10 @@ class SimulatedDevice:
         except (aiohttp.ClientError, ValueError) as err:
             self._set_activity("idle")
             self._record_close("connect_failed")
+            # str(), not repr(): the repr of a handshake error carries the
+            # request headers, the bearer token among them.
             raise DeviceConnectionError(
-                f"Cannot connect to {redact_url(url)}: {err!r}"
+                f"Cannot connect to {redact_url(url)}: {type(err).__name__}: {err}"
             ) from err
 
         self._ws = ws

@@ -23,6 +23,7 @@ from custom_components.xiaozhi.const import (
     CONF_MAC,
     DOMAIN,
     MAX_OTA_BODY,
+    MAX_PENDING_DEVICES,
     URL_ACTIVATE,
     URL_OTA,
     URL_VISION,
@@ -245,3 +246,29 @@ async def test_vision_refused(
     response = await client.post(URL_VISION, data=b"x", headers=headers)
     assert response.status == 401
     assert _failed_logins(hass) == before + 1
+
+
+async def test_ota_caps_pending_pairings(
+    hass: HomeAssistant, client: TestClient[Any, Any]
+) -> None:
+    """Unknown devices beyond the cap are told to come back later."""
+    for index in range(MAX_PENDING_DEVICES):
+        mac = f"aa:bb:cc:dd:{index // 256:02x}:{index % 256:02x}"
+        response = await client.post(
+            URL_OTA, json=system_info(mac), headers=device_headers(mac)
+        )
+        assert response.status == 200
+    response = await client.post(
+        URL_OTA,
+        json=system_info("aa:bb:cc:ff:ff:ff"),
+        headers=device_headers("aa:bb:cc:ff:ff:ff"),
+    )
+    assert response.status == 429
+    # A device already waiting still gets its code.
+    response = await client.post(
+        URL_OTA,
+        json=system_info("aa:bb:cc:dd:00:00"),
+        headers=device_headers("aa:bb:cc:dd:00:00"),
+    )
+    assert response.status == 200
+    await hass.async_block_till_done()

@@ -342,8 +342,9 @@ async def test_events_and_malformed_input(
         "notifications/state_changed", {"newState": "idle", "oldState": "speaking"}
     )
     await simulator.send_raw('{"type": "custom", "payload": {"x": 1}}')
+    await simulator.send_raw('{"type": "huge", "payload": "' + "x" * 5000 + '"}')
     async with asyncio.timeout(5):
-        while len(events) < 5:
+        while len(events) < 6:
             await got.wait()
             got.clear()
 
@@ -352,6 +353,7 @@ async def test_events_and_malformed_input(
         "listening_started",
         "aborted",
         "notification",
+        "message",
         "message",
     ]
     assert events[0].data == {"text": "你好小智"}
@@ -362,6 +364,7 @@ async def test_events_and_malformed_input(
         "params": {"newState": "idle", "oldState": "speaking"},
     }
     assert events[4].data == {"frame": {"type": "custom", "payload": {"x": 1}}}
+    assert events[5].data == {"frame": {"type": "huge", "truncated": True}}
     assert runtime.session is not None
     assert runtime.session.binary_frames == 4
     assert "Ignoring malformed frame" in caplog.text

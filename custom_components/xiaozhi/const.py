@@ -56,9 +56,13 @@ KEEPALIVE_INTERVAL: Final = 50.0
 # Pairing.
 CODE_TTL: Final = 600.0
 MAX_CODE_ATTEMPTS: Final = 5
+# Devices waiting to be paired at once; the OTA endpoint needs no login.
+MAX_PENDING_DEVICES: Final = 16
 WAIT_FOR_DEVICE_TIMEOUT: Final = 900.0
 
 # Limits on what a device or a client may send.
 MAX_OTA_BODY: Final = 64 * 1024
 MAX_WS_MESSAGE: Final = 1024 * 1024
 MAX_PHOTO_BYTES: Final = 2 * 1024 * 1024
+# Device frames passed on whole in events (and so in states and the recorder).
+MAX_EVENT_FRAME: Final = 4096

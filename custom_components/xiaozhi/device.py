@@ -17,6 +17,7 @@ from homeassistant.exceptions import HomeAssistantError, ServiceValidationError
 from homeassistant.helpers import device_registry as dr
 from homeassistant.helpers.storage import Store
 from homeassistant.util import dt as dt_util
+import orjson
 
 from .const import (
     CONF_BOARD,
@@ -30,6 +31,7 @@ from .const import (
     HELLO_TIMEOUT,
     KEEPALIVE_INTERVAL,
     LOGGER,
+    MAX_EVENT_FRAME,
     REBOOT_TOOL,
     REQUEST_TIMEOUT,
     SNAPSHOT_TOOL,
@@ -145,10 +147,11 @@ def event_from_frame(frame: Mapping[str, Any]) -> DeviceEvent:
         return DeviceEvent(
             type="aborted", data={"reason": reason if isinstance(reason, str) else ""}
         )
-    return DeviceEvent(
-        type="message",
-        data={"frame": {k: v for k, v in frame.items() if k != "session_id"}},
-    )
+    message = {k: v for k, v in frame.items() if k != "session_id"}
+    if len(orjson.dumps(message)) > MAX_EVENT_FRAME:
+        # Events end up in states and the recorder: pass on what it was only.
+        message = {"type": kind, "truncated": True}
+    return DeviceEvent(type="message", data={"frame": message})
 
 
 class XiaozhiDevice:

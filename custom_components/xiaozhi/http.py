@@ -215,6 +215,10 @@ class OtaView(HomeAssistantView):
             return self.json(answer)
         board, firmware = _describe(info, request)
         pending = hass.data[DATA_KEY].pairing.check_in(mac, board, firmware)
+        if pending is None:
+            return _error(
+                HTTPStatus.TOO_MANY_REQUESTS, "Too many devices are waiting to pair"
+            )
         answer["activation"] = {
             "code": pending.code,
             "message": f"Home Assistant\n{pending.code}",

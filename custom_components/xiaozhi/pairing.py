@@ -15,7 +15,7 @@ from homeassistant.core import CALLBACK_TYPE, HomeAssistant, callback
 from homeassistant.helpers import discovery_flow
 from homeassistant.helpers.event import async_call_later
 
-from .const import CODE_TTL, DOMAIN, LOGGER, MAX_CODE_ATTEMPTS
+from .const import CODE_TTL, DOMAIN, LOGGER, MAX_CODE_ATTEMPTS, MAX_PENDING_DEVICES
 
 _MAC = re.compile(r"^[0-9a-f]{2}([:-]?)[0-9a-f]{2}(\1[0-9a-f]{2}){4}$")
 
@@ -91,12 +91,22 @@ class PairingManager:
         return pending
 
     @callback
-    def check_in(self, mac: str, board: str, firmware: str) -> PendingDevice:
-        """Register an unknown device; start pairing it if it is new."""
+    def check_in(self, mac: str, board: str, firmware: str) -> PendingDevice | None:
+        """Register an unknown device; start pairing it if it is new.
+
+        Returns None when too many devices already wait to be paired.
+        """
         pending = self.get(mac)
         if pending is not None:
             pending.board, pending.firmware = board, firmware
             return pending
+        if len(self._pending) >= MAX_PENDING_DEVICES:
+            LOGGER.warning(
+                "Not pairing %s: %d devices already wait to be paired",
+                mac.upper(),
+                len(self._pending),
+            )
+            return None
         pending = PendingDevice(mac=mac, board=board, firmware=firmware)
         self._arm(pending)
         self._pending[mac] = pending
