@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from typing import Any
-from unittest.mock import patch
 
 from aiohttp import WSServerHandshakeError
 from aiohttp.test_utils import TestClient
@@ -14,7 +13,6 @@ from homeassistant.config_entries import (
     ConfigEntryState,
 )
 from homeassistant.core import HomeAssistant
-from homeassistant.helpers.network import NoURLAvailableError
 from homeassistant.setup import async_setup_component
 import pytest
 from pytest_homeassistant_custom_component.common import MockConfigEntry
@@ -129,12 +127,7 @@ async def test_ota_known_device_without_internal_url(
     assert await async_setup_component(hass, DOMAIN, {})
     mock_config_entry.add_to_hass(hass)
     client = await hass_client_no_auth()
-    with patch(
-        "custom_components.xiaozhi.http.get_url", side_effect=NoURLAvailableError
-    ):
-        response = await client.post(
-            URL_OTA, json=system_info(), headers=device_headers()
-        )
+    response = await client.post(URL_OTA, json=system_info(), headers=device_headers())
     assert response.status == 200
     websocket = (await response.json())["websocket"]
     assert websocket["url"] == f"ws://{client.host}:{client.port}{URL_WEBSOCKET}"

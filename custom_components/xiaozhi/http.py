@@ -19,7 +19,6 @@ from homeassistant.config_entries import SOURCE_IGNORE, ConfigEntry, ConfigEntry
 from homeassistant.const import EVENT_HOMEASSISTANT_STOP
 from homeassistant.core import Event, HomeAssistant, callback
 from homeassistant.helpers.http import KEY_HASS, HomeAssistantView
-from homeassistant.helpers.network import NoURLAvailableError, get_url
 from homeassistant.util import dt as dt_util
 from homeassistant.util.hass_dict import HassKey
 import orjson
@@ -87,11 +86,14 @@ def async_setup_http(hass: HomeAssistant) -> XiaozhiData:
 
 
 def base_url(hass: HomeAssistant, request: web.Request) -> str:
-    """Return the address devices use to reach Home Assistant."""
-    try:
-        return get_url(hass, allow_external=False, allow_cloud=False)
-    except NoURLAvailableError:
-        return str(request.url.origin())
+    """Return the address devices use to reach Home Assistant.
+
+    The configured internal URL wins; without one, the address the device
+    itself used for this request is the one known to work for it.
+    """
+    if hass.config.internal_url:
+        return hass.config.internal_url.rstrip("/")
+    return str(request.url.origin())
 
 
 def websocket_url(hass: HomeAssistant, request: web.Request) -> str:
