@@ -1,0 +1,397 @@
+"""Tests for the pure helpers of scripts/demo.py (no Home Assistant is started)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+import importlib.util
+import json
+from pathlib import Path
+import re
+import sys
+from types import ModuleType
+from typing import Any
+
+from homeassistant.bootstrap import CORE_INTEGRATIONS, DEFAULT_INTEGRATIONS
+import homeassistant.components
+from homeassistant.components.http.config import (
+    HTTP_STORAGE_SCHEMA,
+    STORAGE_MINOR_VERSION,
+    STORAGE_VERSION,
+)
+from homeassistant.util.yaml import load_yaml_dict
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+COMPONENTS = Path(homeassistant.components.__file__).parent
+NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+MAC_1 = "02:00:5a:48:00:01"
+
+
+def _load_demo() -> ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        "xiaozhi_demo_script", ROOT / "scripts" / "demo.py"
+    )
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+demo = _load_demo()
+
+
+@pytest.fixture(autouse=True)
+def auto_enable_custom_integrations() -> None:
+    """Override the suite's fixture: these tests need no Home Assistant."""
+
+
+# ------------------------------------------------------------ command line
+
+
+def test_parse_args_defaults() -> None:
+    args = demo.parse_args([])
+    assert args.port == 8123
+    assert args.once is False
+    assert args.reset is False
+    assert args.timeout == demo.DEFAULT_TIMEOUT
+
+
+def test_parse_args_options() -> None:
+    args = demo.parse_args(["--port", "8124", "--once", "--reset", "--timeout", "30"])
+    assert (args.port, args.once, args.reset, args.timeout) == (8124, True, True, 30)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["--port", "0"], ["--port", "65536"], ["--port", "web"], ["--timeout", "0"]],
+)
+def test_parse_args_rejects(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit):
+        demo.parse_args(argv)
+    assert "error" in capsys.readouterr().err
+
+
+def test_urls() -> None:
+    assert demo.base_url(8124) == "http://127.0.0.1:8124"
+    assert demo.ota_url(8124) == "http://127.0.0.1:8124/api/xiaozhi/v1/ota/"
+
+
+# ------------------------------------------------------------ HTTP settings
+
+
+def test_http_store_is_what_home_assistant_reads() -> None:
+    store = demo.http_store(8124, NOW.isoformat())
+    assert store["key"] == "http"
+    assert (store["version"], store["minor_version"]) == (
+        STORAGE_VERSION,
+        STORAGE_MINOR_VERSION,
+    )
+    data = store["data"]
+    assert data["pending"] is None
+    assert data["yaml_migration_done"] is True
+    stable = dict(data["stable"])
+    meta = {key: stable.pop(key) for key in demo.HTTP_STORE_META_KEYS}
+    assert meta == {"created_at": NOW.isoformat(), "error": None, "error_message": None}
+    # Complete and normalised: the schema has nothing to add or change.
+    assert HTTP_STORAGE_SCHEMA(stable) == stable
+    assert stable["server_host"] == ["127.0.0.1"]
+    assert stable["server_port"] == 8124
+
+
+def test_write_http_store(tmp_path: Path) -> None:
+    path = tmp_path / ".storage" / "http"
+    assert demo.write_http_store(tmp_path, 8124, NOW) is True
+    assert path.stat().st_mode & 0o777 == 0o600
+    first = json.loads(path.read_text())
+    assert first == demo.http_store(8124, NOW.isoformat())
+
+    # Same settings later: left alone (Home Assistant's created_at stays).
+    later = datetime(2026, 5, 5, tzinfo=UTC)
+    assert demo.write_http_store(tmp_path, 8124, later) is False
+    assert json.loads(path.read_text()) == first
+
+    # Another port: rewritten.
+    assert demo.write_http_store(tmp_path, 8125, later) is True
+    assert json.loads(path.read_text())["data"]["stable"]["server_port"] == 8125
+
+
+def test_write_http_store_replaces_pending_and_junk(tmp_path: Path) -> None:
+    path = tmp_path / ".storage" / "http"
+    store = demo.http_store(8124, NOW.isoformat())
+    store["data"]["pending"] = dict(store["data"]["stable"], server_port=9999)
+    path.parent.mkdir()
+    path.write_text(json.dumps(store))
+    assert demo.write_http_store(tmp_path, 8124, NOW) is True
+    assert json.loads(path.read_text())["data"]["pending"] is None
+
+    path.write_text("not json")
+    assert demo.write_http_store(tmp_path, 8124, NOW) is True
+    assert demo.http_store_is_current(json.loads(path.read_text()), store)
+
+
+@pytest.mark.parametrize(
+    "current",
+    [None, [], {"version": 1}, {"version": 2, "minor_version": 2, "data": []}],
+)
+def test_http_store_is_current_rejects(current: object) -> None:
+    assert not demo.http_store_is_current(current, demo.http_store(1, ""))
+
+
+# ------------------------------------------------------------ config dir
+
+
+def test_prepare_config_dir(tmp_path: Path) -> None:
+    (tmp_path / "custom_components").mkdir()
+    paths = demo.DemoPaths(tmp_path)
+    demo.prepare_config_dir(paths, 8124, NOW)
+
+    config = paths.config
+    assert config == tmp_path / ".demo" / "config"
+    link = config / "custom_components"
+    assert link.is_symlink()
+    assert link.readlink() == Path("../../custom_components")
+    assert link.resolve() == (tmp_path / "custom_components").resolve()
+    assert (config / ".storage" / "http").exists()
+
+    loaded = load_yaml_dict(config / "configuration.yaml")
+    for domain in ("frontend", "config", "api", "recorder", "history", "logbook"):
+        assert domain in loaded
+    assert loaded["automation"] == []
+    assert loaded["scene"] == []
+    assert "http" not in loaded  # the HTTP settings live in .storage/http
+    assert "default_config" not in loaded
+
+    # A second start keeps what the web interface wrote.
+    (config / "automations.yaml").write_text("- id: '1'\n")
+    demo.prepare_config_dir(paths, 8124, NOW)
+    assert (config / "automations.yaml").read_text() == "- id: '1'\n"
+    assert link.is_symlink()
+
+
+def test_prepare_config_dir_relinks_and_refuses(tmp_path: Path) -> None:
+    paths = demo.DemoPaths(tmp_path)
+    paths.config.mkdir(parents=True)
+    link = paths.config / "custom_components"
+    link.symlink_to("/nowhere")
+    demo.link_custom_components(paths.config, tmp_path)
+    assert link.readlink() == Path("../../custom_components")
+
+    link.unlink()
+    link.mkdir()
+    with pytest.raises(demo.DemoError):
+        demo.link_custom_components(paths.config, tmp_path)
+
+
+def test_demo_paths() -> None:
+    paths = demo.DemoPaths(Path("/repo"))
+    assert paths.token == Path("/repo/.demo/token")
+    assert paths.log == Path("/repo/.demo/home-assistant.log")
+    assert paths.devices_log == Path("/repo/.demo/devices.log")
+
+
+def test_write_private(tmp_path: Path) -> None:
+    path = tmp_path / "sub" / "token"
+    demo.write_private(path, "secret\n")
+    demo.write_private(path, "other\n")
+    assert path.read_text() == "other\n"
+    assert path.stat().st_mode & 0o777 == 0o600
+    assert [p.name for p in path.parent.iterdir()] == ["token"]
+
+
+def test_tail(tmp_path: Path) -> None:
+    path = tmp_path / "log"
+    path.write_text("".join(f"line {n}\n" for n in range(30)))
+    assert demo.tail(path, 2) == "line 28\nline 29"
+    assert demo.tail(tmp_path / "missing") == ""
+
+
+# ------------------------------------------------------------ devices
+
+
+def test_device_configs() -> None:
+    plain, rich = demo.device_configs(8124)
+    assert plain.mac != rich.mac
+    for config in (plain, rich):
+        assert config.ota_url == "http://127.0.0.1:8124/api/xiaozhi/v1/ota/"
+        assert config.ws_url is None
+        assert config.token is None
+        assert config.reconnect_delay is not None
+        assert config.activation_poll_interval <= 1
+    assert plain.board == "bread-compact-wifi"
+    assert plain.screen
+    assert not plain.camera
+    assert rich.board == "esp32-s3-camera-box"
+    assert rich.camera
+    assert rich.battery
+    names = {tool.name for tool in rich.extra_tools}
+    assert {"self.light.set_rgb", "self.dog.forward", "self.led.set_enabled"} <= names
+    assert len(rich.extra_tools) == 43
+    # The same identity on every run.
+    assert demo.device_configs(8125)[0].client_id == plain.client_id
+
+
+# ------------------------------------------------------------ answers
+
+
+def test_find_pairing_flow() -> None:
+    flows = [
+        {"flow_id": "a", "handler": "other", "context": {"unique_id": MAC_1}},
+        {
+            "flow_id": "b",
+            "handler": "xiaozhi",
+            "step_id": "pair",
+            "context": {"source": "integration_discovery", "unique_id": MAC_1},
+        },
+    ]
+    assert demo.find_pairing_flow(flows, MAC_1) == "b"
+    assert demo.find_pairing_flow(flows, MAC_1.upper()) == "b"
+    assert demo.find_pairing_flow(flows, "02:00:5a:48:00:02") is None
+    assert demo.find_pairing_flow([], MAC_1) is None
+
+
+def test_find_pairing_flow_skips_other_steps() -> None:
+    flows = [
+        {"flow_id": "u", "handler": "xiaozhi", "step_id": "user", "context": {}},
+        {
+            "flow_id": "w",
+            "handler": "xiaozhi",
+            "step_id": "wait_for_device",
+            "context": {"unique_id": MAC_1},
+        },
+        {"flow_id": "n", "handler": "xiaozhi", "context": {"unique_id": MAC_1}},
+    ]
+    assert demo.find_pairing_flow(flows, MAC_1) == "n"
+
+
+def test_onboarding_done_steps() -> None:
+    status = [
+        {"step": "user", "done": True},
+        {"step": "core_config", "done": False},
+        {"step": "analytics", "done": True},
+    ]
+    assert demo.onboarding_done_steps(status) == {"user", "analytics"}
+    # Served no more once onboarding is complete.
+    assert demo.onboarding_done_steps({"message": "Not Found"}) == set(
+        demo.ONBOARDING_STEPS
+    )
+    assert demo.onboarding_done_steps("404: Not Found") == set(demo.ONBOARDING_STEPS)
+    with pytest.raises(demo.DemoError):
+        demo.onboarding_done_steps(42)
+
+
+def test_connected_entity_and_titles() -> None:
+    entities = [
+        {
+            "platform": "xiaozhi",
+            "unique_id": f"{MAC_1}-volume",
+            "entity_id": "number.box_volume",
+        },
+        {
+            "platform": "xiaozhi",
+            "unique_id": f"{MAC_1}-connected",
+            "entity_id": "binary_sensor.box_connectivity",
+            "config_entry_id": "e1",
+        },
+    ]
+    entity = demo.connected_entity(entities, MAC_1.upper())
+    assert entity is not None
+    assert entity["entity_id"] == "binary_sensor.box_connectivity"
+    assert demo.connected_entity(entities, "02:00:5a:48:00:09") is None
+    titles = demo.entry_titles([{"entry_id": "e1", "title": "Box"}, {"title": "x"}])
+    assert titles == {"e1": "Box"}
+
+
+@pytest.mark.parametrize(
+    ("environ", "country"),
+    [
+        ({"LANG": "zh_CN.UTF-8"}, "CN"),
+        ({"LC_ALL": "de_DE", "LANG": "zh_CN.UTF-8"}, "DE"),
+        ({"LANG": "C.UTF-8"}, "US"),
+        ({"LANG": "en"}, "US"),
+        ({}, "US"),
+    ],
+)
+def test_country_from_locale(environ: dict[str, str], country: str) -> None:
+    assert demo.country_from_locale(environ) == country
+
+
+def test_summary_lines() -> None:
+    paths = demo.DemoPaths(Path("/repo"))
+    reports = [
+        demo.DeviceReport(
+            mac=MAC_1, board="b", title="XiaoZhi b 00:01", paired_now=True
+        ),
+        demo.DeviceReport(mac="02:00:5a:48:00:02", board="c"),
+    ]
+    text = "\n".join(
+        demo.summary_lines("http://127.0.0.1:8124", paths, reports, once=False)
+    )
+    assert "http://127.0.0.1:8124" in text
+    assert "demo / demo" in text
+    assert "/repo/.demo/token" in text
+    assert f"XiaoZhi b 00:01 ({MAC_1}): paired now, connected" in text
+    assert "c (02:00:5a:48:00:02): connected" in text
+    assert text.endswith("Press Ctrl-C to stop.")
+    once = demo.summary_lines("u", paths, reports, once=True)
+    assert once[-1] == "Stopping (--once)."
+
+
+# ------------------------------------------------------------ requirements
+
+
+def _manifest(domain: str) -> dict[str, Any]:
+    path = COMPONENTS / domain / "manifest.json"
+    if not path.exists():
+        path = ROOT / "custom_components" / domain / "manifest.json"
+    return json.loads(path.read_text())
+
+
+def _demo_pins() -> dict[str, str]:
+    pins = {}
+    for raw in (ROOT / "requirements_demo.txt").read_text().splitlines():
+        if line := raw.split("#", 1)[0].strip():
+            name, _, version = line.partition("==")
+            assert version, f"{line} is not pinned"
+            pins[name.lower()] = version
+    return pins
+
+
+def _requirements(domains: set[str]) -> dict[str, str]:
+    """Return name -> version of what these integrations and their deps need."""
+    seen: set[str] = set()
+    todo = list(domains)
+    while todo:
+        domain = todo.pop()
+        if domain not in seen:
+            seen.add(domain)
+            todo.extend(_manifest(domain).get("dependencies", []))
+    needed = {}
+    for domain in seen:
+        for requirement in _manifest(domain).get("requirements", []):
+            name, _, version = requirement.partition("==")
+            needed[name.lower()] = version
+    return needed
+
+
+def test_frontend_pin_matches_home_assistant() -> None:
+    (requirement,) = _manifest("frontend")["requirements"]
+    name, _, version = requirement.partition("==")
+    assert _demo_pins()[name] == version
+
+
+def test_demo_pins_cover_what_home_assistant_loads() -> None:
+    configured = set(re.findall(r"^(\w+):", demo.CONFIGURATION_YAML, re.MULTILINE))
+    loaded = set(DEFAULT_INTEGRATIONS) | set(CORE_INTEGRATIONS) | configured
+    # The integration itself, and the entry onboarding adds that works offline.
+    loaded |= {"xiaozhi", "google_translate"}
+    needed = _requirements(loaded)
+    pins = _demo_pins()
+    assert {
+        name: needed[name] for name in needed if pins.get(name) != needed[name]
+    } == {}
+    # Nothing pinned that Home Assistant does not ask for, at another version.
+    assert {name: pins[name] for name in pins if needed.get(name) != pins[name]} == {}
