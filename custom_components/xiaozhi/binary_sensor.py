@@ -38,6 +38,7 @@ def _charging(device: XiaozhiDevice) -> bool | None:
 BINARY_SENSORS = (
     XiaozhiBinarySensorEntityDescription(
         key="connected",
+        translation_key="connected",
         device_class=BinarySensorDeviceClass.CONNECTIVITY,
         entity_category=EntityCategory.DIAGNOSTIC,
         value_fn=lambda device: device.connected,

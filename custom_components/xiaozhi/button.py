@@ -47,6 +47,7 @@ class XiaozhiButtonEntityDescription(ButtonEntityDescription):
 BUTTONS = (
     XiaozhiButtonEntityDescription(
         key="reboot",
+        translation_key="reboot",
         tool=REBOOT_TOOL,
         device_class=ButtonDeviceClass.RESTART,
         entity_category=EntityCategory.CONFIG,
