@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from functools import partial
 
 from homeassistant.components.button import ButtonEntity, ButtonEntityDescription
 from homeassistant.components.button.const import ButtonDeviceClass
@@ -18,7 +17,7 @@ from .entity import (
     EntityFactory,
     XiaozhiEntity,
     async_follow_device,
-    generic_tools,
+    tool_entity_factories,
     tool_entity_name,
 )
 from .protocol import Tool
@@ -67,7 +66,6 @@ BUTTONS = (
         press_fn=lambda device: device.async_refresh_screen(),
     ),
 )
-DESCRIBED = frozenset(description.tool for description in BUTTONS)
 
 
 async def async_setup_entry(
@@ -79,14 +77,9 @@ async def async_setup_entry(
 
     @callback
     def wanted(device: XiaozhiDevice) -> dict[str, EntityFactory]:
-        found: dict[str, EntityFactory] = {
-            description.key: partial(XiaozhiButton, device, description)
-            for description in BUTTONS
-            if description.tool in device.tools
-        }
-        for tool in generic_tools(device, "button", DESCRIBED):
-            found[f"tool-{tool.name}"] = partial(XiaozhiToolButton, device, tool)
-        return found
+        return tool_entity_factories(
+            device, BUTTONS, XiaozhiButton, ("button", XiaozhiToolButton)
+        )
 
     async_follow_device(hass, entry, async_add_entities, wanted)
 

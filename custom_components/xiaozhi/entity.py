@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from functools import partial
 import re
-from typing import Any
+from typing import Any, Protocol
 
 from homeassistant.core import HomeAssistant, callback
 from homeassistant.helpers import entity_registry as er
@@ -114,6 +115,42 @@ def generic_kind(tool: Tool) -> str | None:
     if prop.type == "boolean":
         return "switch"
     return None
+
+
+class ToolDescription(Protocol):
+    """An entity description tied to one device tool."""
+
+    @property
+    def key(self) -> str:
+        """Return the key that makes the entity's unique ID."""
+
+    @property
+    def tool(self) -> str:
+        """Return the tool the entity needs."""
+
+
+def tool_entity_factories[DescriptionT: ToolDescription](
+    device: XiaozhiDevice,
+    descriptions: Iterable[DescriptionT],
+    described: Callable[[XiaozhiDevice, DescriptionT], Entity],
+    generic: tuple[str, Callable[[XiaozhiDevice, Tool], Entity]] | None = None,
+) -> dict[str, EntityFactory]:
+    """Return factories for the described tools the device has, then generic ones.
+
+    ``generic`` is the platform kind and entity class for the other tools that
+    map to this platform by their schema alone (see :func:`generic_kind`).
+    """
+    found: dict[str, EntityFactory] = {
+        description.key: partial(described, device, description)
+        for description in descriptions
+        if description.tool in device.tools
+    }
+    if generic is not None:
+        kind, entity_class = generic
+        taken = frozenset(description.tool for description in descriptions)
+        for tool in generic_tools(device, kind, taken):
+            found[f"tool-{tool.name}"] = partial(entity_class, device, tool)
+    return found
 
 
 @callback

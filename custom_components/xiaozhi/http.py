@@ -170,6 +170,19 @@ def _device_mac(request: web.Request) -> str | None:
     return normalize_mac(request.headers.get("Device-Id"))
 
 
+async def _read_check_in(
+    request: web.Request,
+) -> tuple[str, dict[str, Any]] | web.Response:
+    """Return the MAC and body of an OTA or activation request, or the error."""
+    mac = _device_mac(request)
+    if mac is None:
+        return _error(HTTPStatus.BAD_REQUEST, "Missing or invalid Device-Id header")
+    info = await _read_json(request)
+    if isinstance(info, web.Response):
+        return info
+    return mac, info
+
+
 def _describe(info: dict[str, Any], request: web.Request) -> tuple[str, str]:
     """Return the board name and firmware version a device reports."""
     board = info.get("board")
@@ -196,12 +209,10 @@ class OtaView(HomeAssistantView):
     async def post(self, request: web.Request) -> web.Response:
         """Answer a device's check-in."""
         hass = request.app[KEY_HASS]
-        mac = _device_mac(request)
-        if mac is None:
-            return _error(HTTPStatus.BAD_REQUEST, "Missing or invalid Device-Id header")
-        info = await _read_json(request)
-        if isinstance(info, web.Response):
-            return info
+        check_in = await _read_check_in(request)
+        if isinstance(check_in, web.Response):
+            return check_in
+        mac, info = check_in
         answer: dict[str, Any] = {"server_time": _server_time()}
         entry = hass.config_entries.async_entry_for_domain_unique_id(DOMAIN, mac)
         if entry is not None:
@@ -240,12 +251,10 @@ class ActivateView(HomeAssistantView):
     async def post(self, request: web.Request) -> web.Response:
         """Tell the device whether the user entered its code."""
         hass = request.app[KEY_HASS]
-        mac = _device_mac(request)
-        if mac is None:
-            return _error(HTTPStatus.BAD_REQUEST, "Missing or invalid Device-Id header")
-        info = await _read_json(request)
-        if isinstance(info, web.Response):
-            return info
+        check_in = await _read_check_in(request)
+        if isinstance(check_in, web.Response):
+            return check_in
+        mac, _info = check_in
         entry = hass.config_entries.async_entry_for_domain_unique_id(DOMAIN, mac)
         if entry is not None and entry.source != SOURCE_IGNORE:
             return self.json({"status": "activated"})

@@ -13,7 +13,12 @@ from homeassistant.helpers.entity_platform import AddConfigEntryEntitiesCallback
 
 from .const import PHOTO_TOOL, SNAPSHOT_TOOL
 from .device import Photo, XiaozhiConfigEntry, XiaozhiDevice
-from .entity import EntityFactory, XiaozhiEntity, async_follow_device
+from .entity import (
+    EntityFactory,
+    XiaozhiEntity,
+    async_follow_device,
+    tool_entity_factories,
+)
 
 PARALLEL_UPDATES = 0
 
@@ -51,11 +56,7 @@ async def async_setup_entry(
 
     @callback
     def wanted(device: XiaozhiDevice) -> dict[str, EntityFactory]:
-        return {
-            description.key: partial(XiaozhiImage, hass, device, description)
-            for description in IMAGES
-            if description.tool in device.tools
-        }
+        return tool_entity_factories(device, IMAGES, partial(XiaozhiImage, hass))
 
     async_follow_device(hass, entry, async_add_entities, wanted)
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from functools import partial
 
 from homeassistant.components.number import (
     NumberEntity,
@@ -22,8 +21,8 @@ from .entity import (
     EntityFactory,
     XiaozhiEntity,
     async_follow_device,
-    generic_tools,
     status_value,
+    tool_entity_factories,
     tool_entity_name,
 )
 from .protocol import Tool
@@ -72,7 +71,6 @@ NUMBERS = (
         ),
     ),
 )
-DESCRIBED = frozenset(description.tool for description in NUMBERS)
 
 
 async def async_setup_entry(
@@ -84,14 +82,9 @@ async def async_setup_entry(
 
     @callback
     def wanted(device: XiaozhiDevice) -> dict[str, EntityFactory]:
-        found: dict[str, EntityFactory] = {
-            description.key: partial(XiaozhiNumber, device, description)
-            for description in NUMBERS
-            if description.tool in device.tools
-        }
-        for tool in generic_tools(device, "number", DESCRIBED):
-            found[f"tool-{tool.name}"] = partial(XiaozhiToolNumber, device, tool)
-        return found
+        return tool_entity_factories(
+            device, NUMBERS, XiaozhiNumber, ("number", XiaozhiToolNumber)
+        )
 
     async_follow_device(hass, entry, async_add_entities, wanted)
 

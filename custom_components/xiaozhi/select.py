@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from functools import partial
 
 from homeassistant.components.select import SelectEntity, SelectEntityDescription
 from homeassistant.const import EntityCategory
@@ -18,6 +17,7 @@ from .entity import (
     XiaozhiEntity,
     async_follow_device,
     status_value,
+    tool_entity_factories,
 )
 
 PARALLEL_UPDATES = 1
@@ -56,11 +56,7 @@ async def async_setup_entry(
 
     @callback
     def wanted(device: XiaozhiDevice) -> dict[str, EntityFactory]:
-        return {
-            description.key: partial(XiaozhiSelect, device, description)
-            for description in SELECTS
-            if description.tool in device.tools
-        }
+        return tool_entity_factories(device, SELECTS, XiaozhiSelect)
 
     async_follow_device(hass, entry, async_add_entities, wanted)
 
