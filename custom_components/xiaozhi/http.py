@@ -328,13 +328,10 @@ class VisionView(HomeAssistantView):
             and request.content_length > MAX_PHOTO_BYTES + MAX_OTA_BODY
         ):
             return _error(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, "Photo too large")
-        try:
-            question, photo = await _read_photo(request)
-        except (ValueError, TypeError) as err:
-            LOGGER.warning("%s sent an unusable photo: %s", device.name, err)
-            return _error(HTTPStatus.BAD_REQUEST, str(err))
-        except _TooLargeError:
-            return _error(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, "Photo too large")
+        upload = await _receive_picture(request, device, "photo")
+        if isinstance(upload, web.Response):
+            return upload
+        question, photo = upload
         device.store_photo(photo, "image/jpeg", question)
         return web.Response(text=VISION_ANSWER)
 
@@ -355,15 +352,25 @@ class SnapshotView(HomeAssistantView):
         if device is None:
             await process_wrong_login(request)
             return _error(HTTPStatus.UNAUTHORIZED, "Invalid or used snapshot URL")
-        try:
-            _question, picture = await _read_photo(request)
-        except (ValueError, TypeError) as err:
-            LOGGER.warning("%s sent an unusable screen picture: %s", device.name, err)
-            return _error(HTTPStatus.BAD_REQUEST, str(err))
-        except _TooLargeError:
-            return _error(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, "Picture too large")
+        upload = await _receive_picture(request, device, "screen picture")
+        if isinstance(upload, web.Response):
+            return upload
+        _question, picture = upload
         device.store_screen(picture)
         return web.Response(text="ok")
+
+
+async def _receive_picture(
+    request: web.Request, device: XiaozhiDevice, what: str
+) -> tuple[str, bytes] | web.Response:
+    """Return the question and JPEG of an upload, or the error response."""
+    try:
+        return await _read_photo(request)
+    except (ValueError, TypeError) as err:
+        LOGGER.warning("%s sent an unusable %s: %s", device.name, what, err)
+        return _error(HTTPStatus.BAD_REQUEST, str(err))
+    except _TooLargeError:
+        return _error(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, f"The {what} is too large")
 
 
 class _TooLargeError(Exception):
