@@ -11,7 +11,7 @@ from typing import Any
 import orjson
 
 from .errors import ArgumentError
-from .messages import too_deep
+from .messages import json_too_deep
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -158,12 +158,15 @@ def validate_arguments(tool: Tool, arguments: Mapping[str, Any]) -> dict[str, An
     The firmware silently replaces a wrong-typed argument by its default, so
     catching mistakes here is the only way a user learns about them.
     """
-    props = {prop.name: prop for prop in tool.properties}
+    props = tool.properties  # unique names: they are keys of the schema
     for name in arguments:
-        if name not in props:
+        for prop in props:
+            if prop.name == name:
+                break
+        else:
             raise ArgumentError("unknown_argument", name, tool=tool.name)
     cleaned: dict[str, Any] = {}
-    for prop in props.values():
+    for prop in props:
         if prop.name not in arguments:
             if prop.required:
                 raise ArgumentError("missing_argument", prop.name, tool=tool.name)
@@ -228,16 +231,25 @@ class ToolResult:
             value = orjson.loads(text)
         except orjson.JSONDecodeError:
             return None
-        return None if too_deep(value) else value
+        return None if json_too_deep(text, value) else value
 
     @classmethod
     def from_result(cls, result: Any) -> ToolResult:
         """Read a ``tools/call`` result object."""
         if not isinstance(result, dict):
             return cls(is_error=False, text="" if result is None else str(result))
+        content = result.get("content")
+        if type(content) is list and len(content) == 1:
+            # The usual answer: one text item.
+            item = content[0]
+            if (
+                type(item) is dict
+                and item.get("type") == "text"
+                and type(text := item.get("text")) is str
+            ):
+                return cls(is_error=result.get("isError") is True, text=text)
         texts: list[str] = []
         images: list[ToolImage] = []
-        content = result.get("content")
         for item in content if isinstance(content, list) else ():
             if not isinstance(item, dict):
                 continue
