@@ -1,0 +1,227 @@
+"""Command line: ``python -m bench [--smoke] [--only ...] [--profile]``."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from collections.abc import Callable, Coroutine
+import cProfile
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+import io
+import json
+import math
+import os
+from pathlib import Path
+import platform
+import pstats
+import sys
+import time
+from typing import Any
+
+import aiohttp
+from homeassistant import const as ha_const
+
+from . import handshake, harness, scale, toolcall
+from .device import DeviceScript, build_script
+from .report import format_report, judge
+
+RESULTS = Path(__file__).parent / "results.json"
+BENCHMARKS = ("toolcall", "handshake", "scale")
+
+
+@dataclass(frozen=True, slots=True)
+class Sizes:
+    """How big each benchmark runs."""
+
+    toolcall_iterations: int
+    toolcall_warmup: int
+    handshake_iterations: int
+    handshake_warmup: int
+    scale_sizes: tuple[int, ...]
+    keepalive: float
+    window: float
+    idle_window: float
+
+
+FULL = Sizes(
+    toolcall_iterations=5000,
+    toolcall_warmup=500,
+    handshake_iterations=100,
+    handshake_warmup=5,
+    scale_sizes=(10, 100, 500),
+    keepalive=1.0,
+    window=10.0,
+    idle_window=5.0,
+)
+SMOKE = Sizes(
+    toolcall_iterations=100,
+    toolcall_warmup=10,
+    handshake_iterations=3,
+    handshake_warmup=1,
+    scale_sizes=(3,),
+    keepalive=0.2,
+    window=0.5,
+    idle_window=0.2,
+)
+
+
+def _parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench", description="Benchmark the xiaozhi integration."
+    )
+    parser.add_argument(
+        "--smoke", action="store_true", help="tiny sizes: check that it all runs"
+    )
+    parser.add_argument(
+        "--only",
+        default=",".join(BENCHMARKS),
+        help=f"comma-separated benchmarks to run (default: {','.join(BENCHMARKS)})",
+    )
+    parser.add_argument(
+        "--sizes", help="comma-separated device counts for scale (default 10,100,500)"
+    )
+    parser.add_argument(
+        "--iterations", type=int, help="rounds of the tool call benchmark"
+    )
+    parser.add_argument(
+        "--devices",
+        choices=("process", "inline"),
+        default="process",
+        help="run scale's devices in a child process (default) or on HA's loop",
+    )
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="run tool call and handshake under cProfile and print the top entries",
+    )
+    parser.add_argument(
+        "--output", type=Path, default=RESULTS, help=f"results file ({RESULTS})"
+    )
+    args = parser.parse_args(argv)
+    unknown = set(args.only.split(",")) - set(BENCHMARKS)
+    if unknown:
+        parser.error(f"unknown benchmark(s): {', '.join(sorted(unknown))}")
+    return args
+
+
+def _profiled[T](
+    enabled: bool, label: str, factory: Callable[[], Coroutine[Any, Any, T]]
+) -> Callable[[], Coroutine[Any, Any, T]]:
+    """Wrap a measurement so that it runs under cProfile when ``enabled``."""
+    if not enabled:
+        return factory
+
+    async def run() -> T:
+        profiler = cProfile.Profile()
+        profiler.enable()
+        try:
+            return await factory()
+        finally:
+            profiler.disable()
+            out = io.StringIO()
+            stats = pstats.Stats(profiler, stream=out)
+            stats.sort_stats("cumulative").print_stats(40)
+            sys.stderr.write(f"\n=== cProfile: {label} (cumulative) ===\n")
+            sys.stderr.write(out.getvalue())
+
+    return run
+
+
+async def _in_process(
+    names: set[str], sizes: Sizes, script: DeviceScript, profile: bool
+) -> dict[str, Any]:
+    """Run the benchmarks that share one Home Assistant in this process."""
+    results: dict[str, Any] = {}
+    async with harness.home_assistant() as home:
+        if "toolcall" in names:
+            results["toolcall"] = await _profiled(
+                profile,
+                "tool call",
+                lambda: toolcall.measure(
+                    home,
+                    script,
+                    iterations=sizes.toolcall_iterations,
+                    warmup=sizes.toolcall_warmup,
+                ),
+            )()
+        if "handshake" in names:
+            results["handshake"] = await _profiled(
+                profile,
+                "handshake",
+                lambda: handshake.measure(
+                    home,
+                    script,
+                    iterations=sizes.handshake_iterations,
+                    warmup=sizes.handshake_warmup,
+                ),
+            )()
+    return results
+
+
+def _meta(args: argparse.Namespace, script: DeviceScript) -> dict[str, Any]:
+    return {
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "mode": "smoke" if args.smoke else "full",
+        "python": platform.python_version(),
+        "homeassistant": ha_const.__version__,
+        "aiohttp": aiohttp.__version__,
+        "machine": platform.machine(),
+        "cpus": os.cpu_count(),
+        "load_before": [round(x, 2) for x in os.getloadavg()],
+        "devices_in": args.devices,
+        "device_tools": len(script.tool_names),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the chosen benchmarks, print the table, write the results file."""
+    args = _parse_args(argv)
+    names = set(args.only.split(","))
+    sizes = SMOKE if args.smoke else FULL
+    if args.iterations:
+        sizes = replace(sizes, toolcall_iterations=args.iterations)
+    if args.sizes:
+        scale_sizes = tuple(int(part) for part in args.sizes.split(","))
+        sizes = replace(sizes, scale_sizes=scale_sizes)
+    started = time.perf_counter()
+    script = asyncio.run(build_script())
+    results: dict[str, Any] = {"meta": _meta(args, script)}
+    if names & {"toolcall", "handshake"}:
+        results |= harness.run(lambda: _in_process(names, sizes, script, args.profile))
+    if "scale" in names:
+        params = scale.ScaleParams(
+            keepalive=sizes.keepalive,
+            window=sizes.window,
+            idle_window=sizes.idle_window,
+            devices=args.devices,
+            separate_tracemalloc=not args.smoke,
+        )
+        results["scale"] = [
+            scale.run_size(n, params, script) for n in sizes.scale_sizes
+        ]
+    results["meta"]["load_after"] = [round(x, 2) for x in os.getloadavg()]
+    results["meta"]["duration_s"] = round(time.perf_counter() - started, 1)
+    results["targets"] = judge(results)
+    args.output.write_text(
+        json.dumps(_without_nan(results), indent=2, allow_nan=False) + "\n",
+        encoding="utf-8",
+    )
+    sys.stdout.write(format_report(results))
+    sys.stdout.write(f"\nResults written to {args.output}\n")
+    return 0
+
+
+def _without_nan(value: Any) -> Any:
+    """Return ``value`` with NaN (no sample) replaced by null, for strict JSON."""
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if isinstance(value, dict):
+        return {key: _without_nan(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_without_nan(item) for item in value]
+    return value
+
+
+if __name__ == "__main__":
+    sys.exit(main())

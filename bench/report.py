@@ -1,0 +1,268 @@
+"""The printed table and the verdict on each target."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+import math
+from typing import Any
+
+type Getter = Callable[[dict[str, Any]], float | None]
+
+
+def _largest_scale(results: dict[str, Any]) -> dict[str, Any] | None:
+    runs = results.get("scale") or []
+    return max(runs, key=lambda run: run["devices"]) if runs else None
+
+
+def _scale_value(key: str, sub: str | None = None) -> Getter:
+    def get(results: dict[str, Any]) -> float | None:
+        run = _largest_scale(results)
+        if run is None:
+            return None
+        value = run[key]
+        return value[sub] if sub is not None else value
+
+    return get
+
+
+def _lost(results: dict[str, Any]) -> float | None:
+    runs = results.get("scale")
+    if not runs:
+        return None
+    return sum(run["lost_replies"] + run["devices"] - run["burst_ok"] for run in runs)
+
+
+# (name, value, comparison, limit, unit)
+TARGETS: list[tuple[str, Getter, str, float, str]] = [
+    (
+        "async_call_tool p50 / raw round trip p50",
+        lambda r: r["toolcall"]["call_ratio_p50"] if "toolcall" in r else None,
+        "<=",
+        1.3,
+        "x",
+    ),
+    (
+        "xiaozhi.call_tool p50 / (no-op action p50 + raw p50)",
+        lambda r: r["toolcall"]["action_ratio_p50"] if "toolcall" in r else None,
+        "<=",
+        1.3,
+        "x",
+    ),
+    (
+        "handshake to entities, net of device round trips, p50",
+        lambda r: r["handshake"]["net_p50_ms"] if "handshake" in r else None,
+        "<=",
+        50.0,
+        " ms",
+    ),
+    (
+        "event loop lag p99, most devices",
+        _scale_value("lag", "p99_ms"),
+        "<",
+        50.0,
+        " ms",
+    ),
+    (
+        "resident memory per device, most devices",
+        _scale_value("rss_per_device_kb"),
+        "<",
+        200.0,
+        " KB",
+    ),
+    ("lost replies and failed burst calls, all sizes", _lost, "==", 0.0, ""),
+]
+
+
+def judge(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """Return, per target, the measured value and whether it is met."""
+    verdicts = []
+    for name, get, comparison, limit, unit in TARGETS:
+        value = get(results)
+        if value is None or (isinstance(value, float) and math.isnan(value)):
+            continue
+        met = {
+            "<=": value <= limit,
+            "<": value < limit,
+            "==": value == limit,
+        }[comparison]
+        verdicts.append(
+            {
+                "target": name,
+                "value": value,
+                "limit": f"{comparison} {limit:g}{unit}",
+                "met": met,
+            }
+        )
+    return verdicts
+
+
+def _num(value: Any, digits: int = 1) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    if isinstance(value, int):
+        return str(value)
+    return f"{value:.{digits}f}"
+
+
+def _toolcall(data: dict[str, Any]) -> list[str]:
+    rows = [
+        (
+            f"Tool call: {data['iterations']} interleaved rounds after "
+            f"{data['warmup']} warm-up, microseconds"
+        ),
+        f"  {'variant':<44}{'p50':>9}{'p90':>9}{'p99':>9}{'mean':>9}",
+    ]
+    labels = {
+        "raw": "raw aiohttp round trip (baseline)",
+        "dispatch": "raw + reader task dispatching by id",
+        "call": "async_call_tool (set_volume)",
+        "action": "xiaozhi.call_tool action",
+        "noop": "no-op action, same shape (baseline)",
+    }
+    for key, label in labels.items():
+        s = data[key]
+        rows.append(
+            f"  {label:<44}{_num(s['p50_us']):>9}{_num(s['p90_us']):>9}"
+            f"{_num(s['p99_us']):>9}{_num(s['mean_us']):>9}"
+        )
+    rows.append(
+        f"  async_call_tool / raw: p50 {_num(data['call_ratio_p50'], 2)}x, "
+        f"p99 {_num(data['call_ratio_p99'], 2)}x; / raw with reader task: "
+        f"p50 {_num(data['call_dispatch_ratio_p50'], 2)}x"
+    )
+    rows.append(
+        f"  action / (no-op + raw): p50 {_num(data['action_ratio_p50'], 2)}x, "
+        f"p99 {_num(data['action_ratio_p99'], 2)}x"
+    )
+    return rows
+
+
+def _handshake(data: dict[str, Any]) -> list[str]:
+    rows = [
+        (
+            f"Handshake: {data['iterations']} rounds; {data['tools']} tools in "
+            f"{data['tools_list_pages']} tools/list page(s), "
+            f"{data['entities_registered']} entities ({data['entities_enabled']} "
+            f"enabled), {data['device_requests']} device requests; milliseconds "
+            "from dialling"
+        ),
+        f"  {'phase':<44}{'p50':>9}{'p90':>9}{'p99':>9}",
+    ]
+    labels = {
+        "raw_connect": "raw aiohttp connect + hello (baseline)",
+        "hello": "connected, hello exchanged",
+        "answered": "device sent its last reply",
+        "entities": "all entities registered, with states",
+        "net": "  the same, minus device round trips",
+    }
+    for key, label in labels.items():
+        s = data[key]
+        rows.append(
+            f"  {label:<44}{_num(s['p50_us'] / 1000, 2):>9}"
+            f"{_num(s['p90_us'] / 1000, 2):>9}{_num(s['p99_us'] / 1000, 2):>9}"
+        )
+    rows.append(
+        f"  raw round trip used for the device's share: "
+        f"{_num(data['raw_rtt']['p50_us'])} us x {data['device_requests']}"
+    )
+    return rows
+
+
+SCALE_NOTES = (
+    "lag: how late a 10 ms ticker wakes while keep-alives flow; gc max: longest",
+    "garbage collection meanwhile; idle: the same loop, no device connected;",
+    "RSS/dev: VmRSS growth over the first connection (entities created), per device;",
+    "Py/dev: tracemalloc bytes of that step (separate, identical run);",
+    "entry: VmRSS per paired, unconnected entry;",
+    "conn/s: reconnect of all devices until every session is ready;",
+    "raw/s: the same fleet dialling a bare aiohttp server; ratio: HA time / raw time;",
+    "cold s: first connection of all devices, entities created;",
+    "burst: one concurrent async_call_tool per device, all at once;",
+    "sent: requests Home Assistant sent (keep-alives + burst); lost: unanswered",
+    "requests + failed burst calls.",
+)
+
+
+def _scale_row(run: dict[str, Any]) -> str:
+    return (
+        f"  {run['devices']:>7} {_num(run['lag']['p50_ms'], 2):>8}"
+        f" {_num(run['lag']['p99_ms'], 2):>8}"
+        f" {_num(run['lag']['max_ms'], 1):>8}"
+        f" {_num(run['gc_in_window']['max_ms'], 1):>7}"
+        f" {_num(run['idle_lag']['p99_ms'], 2):>8}"
+        f" {_num(run['rss_per_device_kb']):>8}"
+        f" {_num(run['python_per_device_kb']):>7}"
+        f" {_num(run['rss_per_entry_kb']):>7}"
+        f" {_num(run['connects_per_s'], 0):>7}"
+        f" {_num(run['raw_connects_per_s'], 0):>7}"
+        f" {_num(run['connect_ratio'], 2):>6}"
+        f" {_num(run['cold_connect_s'], 2):>7}"
+        f" {_num(run['burst_s'] * 1000, 1):>8}"
+        f" {run['requests']['sent']:>6}"
+        f" {run['lost_replies'] + run['devices'] - run['burst_ok']:>5}"
+    )
+
+
+def _scale(runs: list[dict[str, Any]]) -> list[str]:
+    first = runs[0]
+    where = (
+        "devices in a child process (Home Assistant's loop measured alone)"
+        if first["devices_in"] == "process"
+        else "devices on Home Assistant's loop (client and server share a CPU)"
+    )
+    rows = [
+        (
+            f"Scale: keep-alive every {first['keepalive_s']:g} s, "
+            f"{first['window_s']:g} s window; {where}"
+        ),
+        (
+            f"  {'devices':>7} {'lag p50':>8} {'lag p99':>8} {'lag max':>8}"
+            f" {'gc max':>7} {'idle p99':>8}"
+            f" {'RSS/dev':>8} {'Py/dev':>7} {'entry':>7} {'conn/s':>7} {'raw/s':>7}"
+            f" {'ratio':>6} {'cold s':>7} {'burst':>8} {'sent':>6} {'lost':>5}"
+        ),
+        (
+            f"  {'':>7} {'ms':>8} {'ms':>8} {'ms':>8} {'ms':>7} {'ms':>8}"
+            f" {'KB':>8} {'KB':>7}"
+            f" {'KB':>7} {'':>7} {'':>7} {'':>6} {'':>7} {'ms':>8} {'':>6} {'':>5}"
+        ),
+    ]
+    rows.extend(_scale_row(run) for run in runs)
+    largest = max(runs, key=lambda run: run["devices"])
+    shares = ", ".join(
+        f"{name} {size:g}" for name, size in largest["python_by_package_kb"].items()
+    )
+    rows += [f"  {line}" for line in SCALE_NOTES]
+    rows.append(
+        f"  Python KB per device by allocator, {largest['devices']} devices: {shares}"
+    )
+    return rows
+
+
+def format_report(results: dict[str, Any]) -> str:
+    """Return the human-readable table of a run."""
+    meta = results["meta"]
+    rows = [
+        (
+            f"xiaozhi benchmarks ({meta['mode']}) {meta['date']}: Python "
+            f"{meta['python']}, Home Assistant {meta['homeassistant']}, aiohttp "
+            f"{meta['aiohttp']}, {meta['cpus']} CPUs, load {meta['load_before']} -> "
+            f"{meta['load_after']}, {meta['duration_s']:g} s"
+        ),
+        "",
+    ]
+    if "toolcall" in results:
+        rows += [*_toolcall(results["toolcall"]), ""]
+    if "handshake" in results:
+        rows += [*_handshake(results["handshake"]), ""]
+    if results.get("scale"):
+        rows += [*_scale(results["scale"]), ""]
+    rows.append("Targets")
+    for verdict in results["targets"]:
+        value = verdict["value"]
+        shown = f"{value:g}" if isinstance(value, float) else str(value)
+        rows.append(
+            f"  {'met ' if verdict['met'] else 'MISS'}  {verdict['target']:<56}"
+            f"{shown:>10}  (target {verdict['limit']})"
+        )
+    return "\n".join(rows) + "\n"

@@ -1,0 +1,87 @@
+"""The benchmarks still run: ``python -m bench --smoke`` at tiny sizes.
+
+Nothing here is timed and no figure is compared with a limit: the test only
+checks that every benchmark produces its figures.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).parent.parent
+
+
+def _is_number(value: Any) -> bool:
+    return (
+        isinstance(value, (int, float))
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+    )
+
+
+@pytest.mark.timeout(300)
+def test_bench_smoke(tmp_path: Path) -> None:
+    """Every benchmark runs end to end and reports its figures."""
+    output = tmp_path / "results.json"
+    # Its own process: the benchmarks run their own Home Assistant, event
+    # loop, HTTP server and device processes on loopback sockets.
+    completed = subprocess.run(  # noqa: S603 - fixed command line
+        [sys.executable, "-m", "bench", "--smoke", "--output", str(output)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=280,
+        check=False,
+    )
+    assert completed.returncode == 0, (
+        completed.stdout[-2000:] + completed.stderr[-4000:]
+    )
+    assert "Targets" in completed.stdout
+    results = json.loads(output.read_text(encoding="utf-8"))
+
+    assert results["meta"]["mode"] == "smoke"
+    toolcall = results["toolcall"]
+    for variant in ("raw", "dispatch", "call", "action", "noop"):
+        assert toolcall[variant]["n"] == results_iterations(toolcall)
+        assert _is_number(toolcall[variant]["p50_us"])
+        assert _is_number(toolcall[variant]["p99_us"])
+    for key in ("call_ratio_p50", "action_ratio_p50"):
+        assert _is_number(toolcall[key])
+    assert toolcall["device_requests"] > 0
+
+    handshake = results["handshake"]
+    assert handshake["entities_registered"] > 0
+    assert handshake["device_requests"] > 0
+    for key in ("net_p50_ms", "gross_p50_ms"):
+        assert _is_number(handshake[key])
+
+    (run,) = results["scale"]
+    assert run["devices"] == 3
+    for key in (
+        "rss_per_device_kb",
+        "python_per_device_kb",
+        "connects_per_s",
+        "raw_connects_per_s",
+        "burst_s",
+    ):
+        assert _is_number(run[key])
+    assert _is_number(run["lag"]["p99_ms"])
+    assert run["requests"]["sent"] > 0
+    assert isinstance(run["lost_replies"], int)
+    assert isinstance(run["burst_ok"], int)
+
+    assert {verdict["target"] for verdict in results["targets"]}
+    assert all(isinstance(verdict["met"], bool) for verdict in results["targets"])
+
+
+def results_iterations(toolcall: dict[str, Any]) -> int:
+    """Return how many samples each tool call variant must have."""
+    iterations: int = toolcall["iterations"]
+    return iterations
