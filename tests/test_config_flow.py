@@ -183,17 +183,28 @@ async def test_code_expired_while_form_open(
     await hass.async_block_till_done()
 
 
-async def test_discovery_of_expired_device(
-    hass: HomeAssistant, setup_integration: None
+@pytest.mark.parametrize(
+    ("paired", "reason"),
+    [(False, "code_expired"), (True, "already_configured")],
+    ids=["no-live-code", "already-paired"],
+)
+async def test_discovery_aborts(
+    hass: HomeAssistant,
+    setup_integration: None,
+    mock_config_entry: MockConfigEntry,
+    paired: bool,
+    reason: str,
 ) -> None:
-    """A discovery flow for a device without a live code aborts."""
+    """A discovery for a paired device, or one without a live code, aborts."""
+    if paired:
+        mock_config_entry.add_to_hass(hass)
     result = await hass.config_entries.flow.async_init(
         DOMAIN,
         context={"source": SOURCE_INTEGRATION_DISCOVERY},
         data={CONF_MAC: MAC, "board": BOARD, "firmware": FIRMWARE},
     )
     assert result["type"] is FlowResultType.ABORT
-    assert result["reason"] == "code_expired"
+    assert result["reason"] == reason
 
 
 async def test_user_flow_waits_for_device(
@@ -308,19 +319,6 @@ async def test_user_flow_device_already_paired(
     assert result["type"] is FlowResultType.CREATE_ENTRY
     await hass.async_block_till_done()
     assert user_flow not in {flow["flow_id"] for flow in discovery_flows(hass)}
-
-
-async def test_discovery_already_configured(
-    hass: HomeAssistant, init_integration: MockConfigEntry
-) -> None:
-    """A discovery for a paired device aborts."""
-    result = await hass.config_entries.flow.async_init(
-        DOMAIN,
-        context={"source": SOURCE_INTEGRATION_DISCOVERY},
-        data={CONF_MAC: MAC, "board": BOARD, "firmware": FIRMWARE},
-    )
-    assert result["type"] is FlowResultType.ABORT
-    assert result["reason"] == "already_configured"
 
 
 async def test_reconfigure_issues_new_token(
