@@ -41,7 +41,7 @@ async def async_setup_entry(hass: HomeAssistant, entry: XiaozhiConfigEntry) -> b
     device = XiaozhiDevice(hass, entry)
     await device.async_load()
     entry.runtime_data = device
-    data.devices[device.mac] = device
+    data.add_device(device)
 
     async def _stop(_event: Event) -> None:
         await device.async_disconnect(CloseReason.SERVER_CLOSED)
@@ -60,9 +60,7 @@ async def _async_entry_updated(hass: HomeAssistant, entry: XiaozhiConfigEntry) -
 async def async_unload_entry(hass: HomeAssistant, entry: XiaozhiConfigEntry) -> bool:
     """Close the device's link and remove its entities."""
     device = entry.runtime_data
-    devices = hass.data[DATA_KEY].devices
-    if devices.get(device.mac) is device:
-        del devices[device.mac]
+    hass.data[DATA_KEY].remove_device(device)
     await device.async_disconnect(CloseReason.SERVER_CLOSED)
     await device.async_save()
     return await hass.config_entries.async_unload_platforms(entry, PLATFORMS)

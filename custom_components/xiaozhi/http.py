@@ -52,8 +52,25 @@ class XiaozhiData:
 
     pairing: PairingManager
     devices: dict[str, XiaozhiDevice] = field(default_factory=dict)
+    # Loaded devices by device registry id, for the actions.
+    by_device_id: dict[str, XiaozhiDevice] = field(default_factory=dict)
     # One-time screen snapshot upload tokens -> device MAC.
     snapshot_tokens: dict[str, str] = field(default_factory=dict)
+
+    def add_device(self, device: XiaozhiDevice) -> None:
+        """Make a loaded device reachable by its MAC and its device id."""
+        self.devices[device.mac] = device
+        if device.device_id is not None:
+            self.by_device_id[device.device_id] = device
+
+    def remove_device(self, device: XiaozhiDevice) -> None:
+        """Forget a device that is unloaded."""
+        if self.devices.get(device.mac) is device:
+            del self.devices[device.mac]
+        if device.device_id is not None and (
+            self.by_device_id.get(device.device_id) is device
+        ):
+            del self.by_device_id[device.device_id]
 
     def add_snapshot_token(self, mac: str) -> str:
         """Return a fresh one-time token for a screen snapshot upload."""

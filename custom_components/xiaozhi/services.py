@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from homeassistant.config_entries import ConfigEntryState
 from homeassistant.const import ATTR_DEVICE_ID
 from homeassistant.core import (
     HomeAssistant,
@@ -19,6 +18,7 @@ import probatio
 
 from .const import DOMAIN
 from .device import XiaozhiDevice
+from .http import DATA_KEY
 
 SERVICE_CALL_TOOL = "call_tool"
 SERVICE_REFRESH = "refresh"
@@ -38,6 +38,9 @@ REFRESH_SCHEMA = probatio.Schema({probatio.Required(ATTR_DEVICE_ID): cv.string})
 def _device(hass: HomeAssistant, call: ServiceCall) -> XiaozhiDevice:
     """Return the runtime of the device an action names."""
     device_id: str = call.data[ATTR_DEVICE_ID]
+    if (device := hass.data[DATA_KEY].by_device_id.get(device_id)) is not None:
+        return device
+    # Not a loaded XiaoZhi device: find out what it is, to say so.
     device_entry = dr.async_get(hass).async_get(device_id)
     if device_entry is not None:
         # A device belongs to one config entry; only the read-only stand-in
@@ -54,14 +57,11 @@ def _device(hass: HomeAssistant, call: ServiceCall) -> XiaozhiDevice:
             entry = hass.config_entries.async_get_entry(entry_id)
             if entry is None or entry.domain != DOMAIN:
                 continue
-            if entry.state is not ConfigEntryState.LOADED:
-                raise ServiceValidationError(
-                    translation_domain=DOMAIN,
-                    translation_key="device_not_loaded",
-                    translation_placeholders={"name": entry.title},
-                )
-            runtime: XiaozhiDevice = entry.runtime_data
-            return runtime
+            raise ServiceValidationError(
+                translation_domain=DOMAIN,
+                translation_key="device_not_loaded",
+                translation_placeholders={"name": entry.title},
+            )
     raise ServiceValidationError(
         translation_domain=DOMAIN,
         translation_key="invalid_device",
