@@ -83,6 +83,15 @@ async def open_raw_link(
     return ws
 
 
+async def reconnect_and_call(
+    simulator: SimulatedDevice, runtime: XiaozhiDevice, volume: int
+) -> None:
+    """Connect the device again and prove a tool call works end to end."""
+    await simulator.connect()
+    await wait_for_runtime(runtime, lambda d: d.connected)
+    assert (await runtime.async_call_tool(VOLUME, {"volume": volume})).text == "true"
+
+
 def integration_tasks() -> list[asyncio.Task[Any]]:
     """Return the running tasks that are somewhere inside integration code."""
     found = []
@@ -127,10 +136,7 @@ async def test_drop_mid_call_fails_within_100_ms(
     assert simulator.close_reason == "dropped"
     # The device comes back and works.
     simulator.faults.silent = False
-    await simulator.connect()
-    await wait_for_runtime(runtime, lambda d: d.connected)
-    result = await runtime.async_call_tool(VOLUME, {"volume": 11})
-    assert result.text == "true"
+    await reconnect_and_call(simulator, runtime, 11)
 
 
 async def test_silent_device_times_out_and_nothing_stays_pending(
@@ -235,9 +241,7 @@ async def test_ten_megabyte_frame_closes_the_link_and_the_device_comes_back(
     assert "WebSocket error" in caplog.text
     assert "exceeds limit" in caplog.text
 
-    await simulator.connect()
-    await wait_for_runtime(runtime, lambda d: d.connected)
-    assert (await runtime.async_call_tool(VOLUME, {"volume": 14})).text == "true"
+    await reconnect_and_call(simulator, runtime, 14)
 
 
 async def test_garbage_frames_are_dropped_and_the_link_stays(
@@ -294,9 +298,7 @@ async def test_invalid_utf8_text_frame_closes_the_link(
     await wait_for_runtime(runtime, lambda d: d.session is None)
     assert "WebSocket error" in caplog.text
 
-    await simulator.connect()
-    await wait_for_runtime(runtime, lambda d: d.connected)
-    assert (await runtime.async_call_tool(VOLUME, {"volume": 16})).text == "true"
+    await reconnect_and_call(simulator, runtime, 16)
 
 
 async def test_odd_status_shapes_do_not_break_entities(
@@ -532,9 +534,7 @@ async def test_reload_with_a_connected_device(
 
     runtime: XiaozhiDevice = init_integration.runtime_data
     assert runtime is not old_runtime
-    await simulator.connect()
-    await wait_for_runtime(runtime, lambda d: d.connected)
-    assert (await runtime.async_call_tool(VOLUME, {"volume": 19})).text == "true"
+    await reconnect_and_call(simulator, runtime, 19)
     assert hass.data[DATA_KEY].devices[MAC] is runtime
     # Nothing of the old link is still running (handshake, keep-alive...).
     assert not old_session._tasks

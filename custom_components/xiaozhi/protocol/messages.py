@@ -80,10 +80,7 @@ def parse_frame(text: str) -> dict[str, Any]:
     """Parse one text frame into a dict that has a string ``type``."""
     if len(text) > MAX_TEXT_FRAME:
         raise ProtocolError(f"frame of {len(text)} characters is too large")
-    try:
-        frame = orjson.loads(text)
-    except orjson.JSONDecodeError as err:
-        raise ProtocolError(f"invalid JSON: {err}") from None
+    frame = loads(text)
     if not isinstance(frame, dict):
         raise ProtocolError("frame is not a JSON object")
     if json_too_deep(text, frame):
