@@ -16,8 +16,6 @@ raw aiohttp round trip measured in the same rounds, leaving Home Assistant's
 own share. The entry is removed between rounds (not timed).
 """
 
-from __future__ import annotations
-
 import asyncio
 import time
 from typing import Any

@@ -7,8 +7,6 @@ loopback port: devices reach the integration exactly as on an installation,
 through aiohttp, the HTTP middlewares and ``DeviceWebSocketView``.
 """
 
-from __future__ import annotations
-
 import asyncio
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
@@ -41,7 +39,7 @@ from custom_components.xiaozhi.const import (
     DOMAIN,
     URL_WEBSOCKET,
 )
-from custom_components.xiaozhi.device import XiaozhiDevice
+from custom_components.xiaozhi.manager import XiaozhiManager
 
 BOARD = "xiaozhi-sim"
 FIRMWARE = "2.0.4"
@@ -163,9 +161,9 @@ class Home:
         self.entries.remove(entry)
 
 
-def runtime(entry: ConfigEntry) -> XiaozhiDevice:
+def runtime(entry: ConfigEntry) -> XiaozhiManager:
     """Return the integration's runtime object of an entry."""
-    device: XiaozhiDevice = entry.runtime_data
+    device: XiaozhiManager = entry.runtime_data
     return device
 
 
@@ -238,10 +236,10 @@ async def home_assistant() -> AsyncIterator[Home]:
         shutil.rmtree(config_dir, ignore_errors=True)
 
 
-async def wait_connected(device: XiaozhiDevice, timeout: float = 30.0) -> None:
+async def wait_connected(device: XiaozhiManager, timeout: float = 30.0) -> None:
     """Wait until the device's session finished its handshake."""
     changed = asyncio.Event()
-    remove = device.async_add_listener(changed.set)
+    remove = device.data.async_subscribe_state(changed.set)
     try:
         async with asyncio.timeout(timeout):
             while not device.connected:

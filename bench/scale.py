@@ -29,8 +29,6 @@ Per size:
    answered.
 """
 
-from __future__ import annotations
-
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 import contextlib
@@ -45,9 +43,9 @@ from unittest.mock import patch
 
 from homeassistant.config_entries import ConfigEntry
 
-from custom_components.xiaozhi.const import VOLUME_TOOL
-from custom_components.xiaozhi.device import XiaozhiDevice
+from custom_components.xiaozhi.manager import XiaozhiManager
 from custom_components.xiaozhi.protocol import McpClient, McpError, XiaozhiError
+from custom_components.xiaozhi.protocol.firmware import VOLUME_TOOL
 
 from .device import DeviceScript, RawServer
 from .fleet import CONNECT_CONCURRENCY, Fleet, FleetProcess
@@ -212,14 +210,16 @@ async def lag_during(seconds: float) -> Ticker:
 class Presence:
     """Follow which devices have a ready session."""
 
-    def __init__(self, devices: Sequence[XiaozhiDevice]) -> None:
+    def __init__(self, devices: Sequence[XiaozhiManager]) -> None:
         """Listen to every device."""
         self.devices = list(devices)
         self.ready: set[str] = {d.mac for d in self.devices if d.connected}
         self._changed = asyncio.Event()
-        self._remove = [d.async_add_listener(self._listener(d)) for d in self.devices]
+        self._remove = [
+            d.data.async_subscribe_state(self._listener(d)) for d in self.devices
+        ]
 
-    def _listener(self, device: XiaozhiDevice) -> Callable[[], None]:
+    def _listener(self, device: XiaozhiManager) -> Callable[[], None]:
         def update() -> None:
             if device.connected:
                 self.ready.add(device.mac)
@@ -264,7 +264,7 @@ async def _worker(
     file_limit = raise_file_limit(4 * n + 1024)
     counter = RequestCounter()
     with (
-        patch("custom_components.xiaozhi.device.KEEPALIVE_INTERVAL", params.keepalive),
+        patch("custom_components.xiaozhi.manager.KEEPALIVE_INTERVAL", params.keepalive),
         patch.object(McpClient, "request", counter.wrap(McpClient.request)),
     ):
         async with home_assistant() as home:

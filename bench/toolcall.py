@@ -12,7 +12,7 @@ Variants, measured in the same Home Assistant and interleaved in every round
     requests in flight on one link: the floor of such a design (shown for
     reference; targets compare with ``raw``).
 ``call``
-    ``XiaozhiDevice.async_call_tool("self.audio_speaker.set_volume", ...)``:
+    ``XiaozhiManager.async_call_tool("self.audio_speaker.set_volume", ...)``:
     argument validation, JSON-RPC request, frame encoding, the WebSocket
     view's reader, reply decoding and matching.
 ``action``
@@ -23,8 +23,6 @@ Variants, measured in the same Home Assistant and interleaved in every round
     the service layer's own cost.
 """
 
-from __future__ import annotations
-
 import asyncio
 from collections.abc import Awaitable, Callable
 import time
@@ -34,7 +32,8 @@ import aiohttp
 from homeassistant.const import ATTR_DEVICE_ID
 from homeassistant.core import ServiceCall, ServiceResponse, SupportsResponse
 
-from custom_components.xiaozhi.const import DOMAIN, VOLUME_TOOL
+from custom_components.xiaozhi.const import DOMAIN
+from custom_components.xiaozhi.protocol.firmware import VOLUME_TOOL
 from custom_components.xiaozhi.services import (
     ATTR_ARGUMENTS,
     ATTR_TOOL,
@@ -143,7 +142,7 @@ class ToolCallRig:
 
     def _action_data(self, volume: int) -> dict[str, Any]:
         return {
-            ATTR_DEVICE_ID: runtime(self.entry).device_id,
+            ATTR_DEVICE_ID: runtime(self.entry).data.device_id,
             ATTR_TOOL: VOLUME_TOOL,
             ATTR_ARGUMENTS: {"volume": volume},
         }
@@ -156,7 +155,8 @@ class ToolCallRig:
             DOMAIN, SERVICE_CALL_TOOL, data, blocking=True, return_response=True
         )
         elapsed = time.perf_counter_ns() - start
-        if response != {"is_error": False, "text": "true", "json": True}:
+        expected = {"is_error": False, "text": "true", "json": True, "images": []}
+        if response != expected:
             raise RuntimeError(f"unexpected action response {response!r}")
         return elapsed
 

@@ -1,20 +1,23 @@
 """Shared fixtures: Home Assistant with the integration, entries, HTTP clients."""
 
-from __future__ import annotations
-
 import asyncio
-from collections.abc import AsyncGenerator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable, Generator
 from typing import Any
+from unittest.mock import PropertyMock, patch
 
 from aiohttp.test_utils import TestClient
 from homeassistant.components.http.ban import KEY_BAN_MANAGER, KEY_LOGIN_THRESHOLD
+from homeassistant.const import Platform
 from homeassistant.core import HomeAssistant
 from homeassistant.core_config import async_process_ha_core_config
 from homeassistant.setup import async_setup_component
 from hypothesis import HealthCheck, settings
 import pytest
 from pytest_homeassistant_custom_component.common import MockConfigEntry
+from pytest_homeassistant_custom_component.syrupy import HomeAssistantSnapshotExtension
+from syrupy.assertion import SnapshotAssertion
 
+from custom_components.xiaozhi import PLATFORMS
 from custom_components.xiaozhi.const import (
     CONF_BOARD,
     CONF_FIRMWARE,
@@ -22,7 +25,7 @@ from custom_components.xiaozhi.const import (
     CONF_TOKEN,
     DOMAIN,
 )
-from custom_components.xiaozhi.device import XiaozhiDevice
+from custom_components.xiaozhi.manager import XiaozhiManager
 from simulator import DeviceConfig, SimulatedDevice, relative_url
 
 # Property tests: "default" runs in CI; "long" (--hypothesis-profile=long) digs
@@ -42,10 +45,18 @@ settings.register_profile(
 settings.load_profile("default")
 
 MAC = "aa:bb:cc:dd:ee:01"
+MAC2 = "aa:bb:cc:dd:ee:02"
+TOKEN2 = "second-device-token-0123456789abcdefghij"
 TOKEN = "device-token-for-tests-0123456789abcdef"
 BOARD = "xiaozhi-sim"
 FIRMWARE = "2.0.4"
 INTERNAL_URL = "http://192.168.1.10:8123"
+
+
+@pytest.fixture
+def snapshot(snapshot: SnapshotAssertion) -> SnapshotAssertion:
+    """Serialise Home Assistant objects (states, registry entries) stably."""
+    return snapshot.use_extension(HomeAssistantSnapshotExtension)
 
 
 @pytest.fixture(autouse=True)
@@ -84,11 +95,40 @@ async def setup_integration(hass: HomeAssistant, internal_url: str) -> None:
     installation with IP bans enabled.
     """
     assert await async_setup_component(hass, DOMAIN, {})
-    # Components with views of their own, set up before any test client starts.
-    assert await async_setup_component(hass, "diagnostics", {})
+    # Components with views of their own, set up before any test client starts
+    # (a real installation loads the base platforms at start-up).
+    for component in ("diagnostics", *PLATFORMS):
+        assert await async_setup_component(hass, component, {})
     assert KEY_BAN_MANAGER in hass.http.app
     hass.http.app[KEY_LOGIN_THRESHOLD] = 1000
     await hass.async_block_till_done()
+
+
+@pytest.fixture
+def entity_registry_enabled_by_default() -> Generator[None]:
+    """Create every entity enabled, those disabled by default too."""
+    with patch(
+        "homeassistant.helpers.entity.Entity.entity_registry_enabled_default",
+        return_value=True,
+        new_callable=PropertyMock,
+    ):
+        yield
+
+
+@pytest.fixture
+def platforms() -> list[Platform] | None:
+    """Return the platforms to load (None: all); tests parametrize it."""
+    return None
+
+
+@pytest.fixture(autouse=True)
+def _load_only_platforms(platforms: list[Platform] | None) -> Generator[None]:
+    """Load only ``platforms`` when a test says which."""
+    if platforms is None:
+        yield
+        return
+    with patch("custom_components.xiaozhi.PLATFORMS", platforms):
+        yield
 
 
 @pytest.fixture
@@ -100,6 +140,28 @@ async def init_integration(
     assert await hass.config_entries.async_setup(mock_config_entry.entry_id)
     await hass.async_block_till_done()
     return mock_config_entry
+
+
+@pytest.fixture
+async def second_entry(
+    hass: HomeAssistant, init_integration: MockConfigEntry
+) -> MockConfigEntry:
+    """Load a second paired device next to the first."""
+    entry = MockConfigEntry(
+        domain=DOMAIN,
+        unique_id=MAC2,
+        title="XiaoZhi xiaozhi-sim EE:02",
+        data={
+            CONF_MAC: MAC2,
+            CONF_TOKEN: TOKEN2,
+            CONF_BOARD: BOARD,
+            CONF_FIRMWARE: FIRMWARE,
+        },
+    )
+    entry.add_to_hass(hass)
+    assert await hass.config_entries.async_setup(entry.entry_id)
+    await hass.async_block_till_done()
+    return entry
 
 
 @pytest.fixture
@@ -176,17 +238,21 @@ async def simulator(
 
 
 async def wait_for_runtime(
-    device: XiaozhiDevice,
-    predicate: Callable[[XiaozhiDevice], bool],
+    manager: XiaozhiManager,
+    predicate: Callable[[XiaozhiManager], bool],
     timeout: float = 5,
 ) -> None:
-    """Wait until ``predicate(device)`` holds, woken by the device's listeners."""
+    """Wait until ``predicate(manager)`` holds, woken by the device's listeners."""
     changed = asyncio.Event()
-    remove = device.async_add_listener(changed.set)
+    removers = [
+        manager.data.async_subscribe_state(changed.set),
+        manager.data.async_subscribe_events(lambda _event: changed.set()),
+    ]
     try:
         async with asyncio.timeout(timeout):
-            while not predicate(device):
+            while not predicate(manager):
                 await changed.wait()
                 changed.clear()
     finally:
-        remove()
+        for remove in removers:
+            remove()

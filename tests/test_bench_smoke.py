@@ -4,8 +4,6 @@ Nothing here is timed and no figure is compared with a limit: the test only
 checks that every benchmark produces its figures.
 """
 
-from __future__ import annotations
-
 import json
 import math
 from pathlib import Path

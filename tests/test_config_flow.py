@@ -1,7 +1,5 @@
 """Pairing: the device checks in at the OTA endpoint, the user types its code."""
 
-from __future__ import annotations
-
 from typing import Any
 from unittest.mock import patch
 

@@ -1,7 +1,5 @@
 """Tests for the pure helpers of scripts/demo.py (no Home Assistant is started)."""
 
-from __future__ import annotations
-
 from datetime import UTC, datetime
 import importlib.util
 import json

@@ -1,7 +1,5 @@
 """Device triggers: pick "wake word detected" in the automation editor."""
 
-from __future__ import annotations
-
 import asyncio
 
 from homeassistant.components import automation
@@ -23,7 +21,7 @@ async def test_triggers_listed(
     hass: HomeAssistant, init_integration: MockConfigEntry
 ) -> None:
     """Every trigger type is offered for the device."""
-    device_id = init_integration.runtime_data.device_id
+    device_id = init_integration.runtime_data.data.device_id
     triggers = await async_get_device_automations(
         hass, DeviceAutomationType.TRIGGER, device_id
     )
@@ -38,7 +36,7 @@ async def test_wake_word_trigger_fires(
     service_calls: list[ServiceCall],
 ) -> None:
     """An automation on the wake word runs when the device hears it."""
-    device_id = init_integration.runtime_data.device_id
+    device_id = init_integration.runtime_data.data.device_id
     assert await async_setup_component(
         hass,
         automation.DOMAIN,
@@ -69,7 +67,7 @@ async def test_wake_word_trigger_fires(
         },
     )
     aborted = asyncio.Event()
-    init_integration.runtime_data.async_add_event_listener(
+    init_integration.runtime_data.data.async_subscribe_events(
         lambda event: aborted.set() if event.type == "aborted" else None
     )
     await simulator.send_listen("detect", text="你好小智")

@@ -1,10 +1,9 @@
 """Entities: the set per device, every read and write path, persistence, changes."""
 
-from __future__ import annotations
-
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from http import HTTPStatus
 from typing import Any
+from unittest.mock import patch
 
 from homeassistant.components.button import SERVICE_PRESS
 from homeassistant.components.notify import (
@@ -22,6 +21,7 @@ from homeassistant.const import (
     STATE_ON,
     STATE_UNAVAILABLE,
     STATE_UNKNOWN,
+    Platform,
 )
 from homeassistant.core import HomeAssistant
 from homeassistant.exceptions import HomeAssistantError
@@ -30,11 +30,19 @@ import pytest
 from pytest_homeassistant_custom_component.common import (
     MockConfigEntry,
     async_capture_events,
+    snapshot_platform,
 )
 from syrupy.assertion import SnapshotAssertion
 
-from custom_components.xiaozhi.const import CONF_KEEPALIVE, CONF_MAC, CONF_TOKEN, DOMAIN
-from custom_components.xiaozhi.device import EVENT_XIAOZHI, XiaozhiDevice
+from custom_components.xiaozhi import PLATFORMS
+from custom_components.xiaozhi.const import (
+    CONF_KEEPALIVE,
+    CONF_MAC,
+    CONF_TOKEN,
+    DOMAIN,
+    EVENT_XIAOZHI,
+)
+from custom_components.xiaozhi.manager import XiaozhiManager
 from simulator import (
     TINY_JPEG,
     PropertySpec,
@@ -65,35 +73,11 @@ def entity_id(hass: HomeAssistant, platform: str, key: str, mac: str = MAC) -> s
     return found
 
 
-def entity_summary(hass: HomeAssistant, entry: MockConfigEntry) -> list[dict[str, Any]]:
-    """Describe every entity of an entry: registry facts and current state."""
-    registry = er.async_get(hass)
-    summary = []
-    for item in sorted(
-        er.async_entries_for_config_entry(registry, entry.entry_id),
-        key=lambda item: item.unique_id,
-    ):
-        state = hass.states.get(item.entity_id)
-        summary.append(
-            {
-                "entity_id": item.entity_id,
-                "unique_id": item.unique_id,
-                "translation_key": item.translation_key,
-                "original_name": item.original_name,
-                "device_class": item.original_device_class,
-                "entity_category": item.entity_category,
-                "disabled_by": item.disabled_by,
-                "state": None if state is None else state.state,
-                "attributes": None
-                if state is None
-                else {
-                    key: value
-                    for key, value in state.attributes.items()
-                    if key not in {"entity_picture", "access_token"}
-                },
-            }
-        )
-    return summary
+@pytest.fixture
+def fixed_image_tokens() -> Generator[None]:
+    """Make image access tokens the same on every run."""
+    with patch("random.SystemRandom.getrandbits", return_value=0x5EED):
+        yield
 
 
 @pytest.fixture
@@ -133,19 +117,36 @@ async def rich_device(
     return device
 
 
+@pytest.mark.parametrize(
+    "platforms",
+    [[platform] for platform in PLATFORMS],
+    ids=[platform.value for platform in PLATFORMS],
+)
+@pytest.mark.usefixtures("fixed_image_tokens", "entity_registry_enabled_by_default")
 async def test_entity_sets(
     hass: HomeAssistant,
+    entity_registry: er.EntityRegistry,
     init_integration: MockConfigEntry,
     simulator: SimulatedDevice,
     rich_entry: MockConfigEntry,
     rich_device: SimulatedDevice,
+    platforms: list[Platform],
     snapshot: SnapshotAssertion,
 ) -> None:
-    """Each device gets the entities for what it offers and reports."""
-    await hass.async_block_till_done()
-    assert entity_summary(hass, init_integration) == snapshot(name="voice-box")
-    assert entity_summary(hass, rich_entry) == snapshot(name="camera-box")
+    """Each device gets the entities for what it offers and reports.
 
+    No picture was taken yet: image entities advertise no picture.
+    """
+    await hass.async_block_till_done()
+    for entry in (init_integration, rich_entry):
+        if er.async_entries_for_config_entry(entity_registry, entry.entry_id):
+            await snapshot_platform(hass, entity_registry, snapshot, entry.entry_id)
+
+
+async def test_device_registry(
+    hass: HomeAssistant, rich_entry: MockConfigEntry, rich_device: SimulatedDevice
+) -> None:
+    """The device carries its MAC, board and firmware."""
     device = dr.async_get(hass).async_get_device_by_identifier(
         (DOMAIN, MAC2), rich_entry.entry_id
     )
@@ -296,21 +297,22 @@ async def test_generic_tool_entities(
     rich_entry: MockConfigEntry,
     rich_device: SimulatedDevice,
 ) -> None:
-    """Tools map to entities by schema; others stay actions only."""
+    """Tools map to entities by schema, named from short descriptions."""
     button = entity_id(hass, "button", "tool-self.dog.forward", MAC2)
     switch = entity_id(hass, "switch", "tool-self.led.set_enabled", MAC2)
     number = entity_id(hass, "number", "tool-self.motor.set_speed", MAC2)
+    light = entity_id(hass, "light", "tool-self.light.set_rgb", MAC2)
     registry = er.async_get(hass)
-    assert registry.async_get(button).original_name == "Dog forward"
-    assert registry.async_get(switch).original_name == "Led set enabled"
-    assert registry.async_get(number).original_name == "Motor set speed"
-    for platform in ("button", "number", "switch"):
-        assert (
-            registry.async_get_entity_id(
-                platform, DOMAIN, f"{MAC2}-tool-self.light.set_rgb"
-            )
-            is None
-        )
+    assert registry.async_get(button).original_name == "Walk one step forward"
+    assert registry.async_get(switch).original_name == "Status LED"
+    assert registry.async_get(number).original_name == "Motor speed"
+    assert registry.async_get(light).original_name == "Light"
+    # The bulk tools take three arguments of mixed types: actions only.
+    assert not [
+        entry
+        for entry in er.async_entries_for_config_entry(registry, rich_entry.entry_id)
+        if "bulk" in entry.unique_id
+    ]
 
     await hass.services.async_call(
         "button", SERVICE_PRESS, {ATTR_ENTITY_ID: button}, blocking=True
@@ -349,18 +351,18 @@ async def test_events_activity_and_notify(
     events = async_capture_events(hass, EVENT_XIAOZHI)
     event_entity = entity_id(hass, "event", "event")
     activity = entity_id(hass, "sensor", "activity")
-    runtime: XiaozhiDevice = init_integration.runtime_data
+    runtime: XiaozhiManager = init_integration.runtime_data
     assert hass.states.get(activity).state == "idle"
 
     await simulator.send_listen("detect", text="你好小智")
-    await wait_for_runtime(runtime, lambda d: d.activity == "listening")
+    await wait_for_runtime(runtime, lambda d: d.data.activity == "listening")
     await hass.async_block_till_done()
     state = hass.states.get(event_entity)
     assert state.attributes["event_type"] == "wake_word"
     assert state.attributes["text"] == "你好小智"
     assert hass.states.get(activity).state == "listening"
     assert events[-1].data == {
-        "device_id": runtime.device_id,
+        "device_id": runtime.data.device_id,
         "type": "wake_word",
         "text": "你好小智",
     }
@@ -368,9 +370,9 @@ async def test_events_activity_and_notify(
     await simulator.send_notification(
         "notifications/state_changed", {"newState": "speaking", "oldState": "listening"}
     )
-    await wait_for_runtime(runtime, lambda d: d.activity == "speaking")
+    await wait_for_runtime(runtime, lambda d: d.data.activity == "speaking")
     await simulator.send_abort()
-    await wait_for_runtime(runtime, lambda d: d.activity == "idle")
+    await wait_for_runtime(runtime, lambda d: d.data.activity == "idle")
     await hass.async_block_till_done()
     assert hass.states.get(event_entity).attributes["event_type"] == "aborted"
 
@@ -395,7 +397,7 @@ async def test_availability_and_disconnected_commands(
     """With keep-alive, entities go unavailable; commands raise, never vanish."""
     volume = entity_id(hass, "number", "volume")
     connected = entity_id(hass, "binary_sensor", "connected")
-    runtime: XiaozhiDevice = init_integration.runtime_data
+    runtime: XiaozhiManager = init_integration.runtime_data
     await simulator.disconnect()
     await wait_for_runtime(runtime, lambda d: d.session is None)
     await hass.async_block_till_done()
@@ -420,7 +422,7 @@ async def test_on_demand_link_keeps_last_state(
         init_integration, options={CONF_KEEPALIVE: False}
     )
     volume = entity_id(hass, "number", "volume")
-    runtime: XiaozhiDevice = init_integration.runtime_data
+    runtime: XiaozhiManager = init_integration.runtime_data
     await simulator.disconnect()
     await wait_for_runtime(runtime, lambda d: d.session is None)
     await hass.async_block_till_done()
@@ -454,9 +456,9 @@ async def test_restart_restores_entities(
     await hass.config_entries.async_reload(init_integration.entry_id)
     await hass.async_block_till_done()
 
-    runtime: XiaozhiDevice = init_integration.runtime_data
+    runtime: XiaozhiManager = init_integration.runtime_data
     assert not runtime.connected
-    assert "self.audio_speaker.set_volume" in runtime.tools
+    assert "self.audio_speaker.set_volume" in runtime.data.tools
     assert hass.states.get(entity_id(hass, "number", "volume")).state == "44"
     assert hass.states.get(entity_id(hass, "select", "theme")).state == "light"
     assert hass.states.get(entity_id(hass, "button", "reboot")).state == STATE_UNKNOWN
@@ -505,7 +507,7 @@ async def test_tools_added_and_removed(
     """The entity set follows the tool list: new tools add, gone tools remove."""
     device = simulators(ws_url=WS_URL, token=TOKEN, extra_tools=[no_arg_tool()])
     await device.connect()
-    runtime: XiaozhiDevice = init_integration.runtime_data
+    runtime: XiaozhiManager = init_integration.runtime_data
     await wait_for_runtime(runtime, lambda d: d.connected)
     await hass.async_block_till_done()
     old = entity_id(hass, "button", "tool-self.dog.forward")
@@ -514,10 +516,125 @@ async def test_tools_added_and_removed(
         tool for tool in device.tools if tool.name != "self.dog.forward"
     ] + [bool_tool()]
     await hass.services.async_call(
-        DOMAIN, "refresh", {"device_id": runtime.device_id}, blocking=True
+        DOMAIN, "refresh", {"device_id": runtime.data.device_id}, blocking=True
     )
     await hass.async_block_till_done()
     registry = er.async_get(hass)
     assert registry.async_get(old) is None
     assert hass.states.get(old) is None
     assert hass.states.get(entity_id(hass, "switch", "tool-self.led.set_enabled"))
+
+
+async def test_entity_follows_a_tool_whose_schema_changes(
+    hass: HomeAssistant,
+    rich_entry: MockConfigEntry,
+    rich_device: SimulatedDevice,
+) -> None:
+    """A firmware update changes a tool's argument: the live entity follows."""
+    number = entity_id(hass, "number", "tool-self.motor.set_speed", MAC2)
+    assert hass.states.get(number).attributes["max"] == 10
+    rich_device.tools = [
+        tool for tool in rich_device.tools if tool.name != "self.motor.set_speed"
+    ] + [
+        ToolSpec(
+            name="self.motor.set_speed",
+            description="Set the motor speed.",
+            properties=[
+                PropertySpec(name="level", type="integer", minimum=0, maximum=200)
+            ],
+        )
+    ]
+    await hass.services.async_call(
+        DOMAIN, "refresh", {"device_id": rich_entry.runtime_data.data.device_id}
+    )
+    await hass.async_block_till_done()
+    assert entity_id(hass, "number", "tool-self.motor.set_speed", MAC2) == number
+    assert hass.states.get(number).attributes["max"] == 200
+
+    await hass.services.async_call(
+        "number",
+        SERVICE_SET_VALUE,
+        {ATTR_ENTITY_ID: number, ATTR_VALUE: 150},
+        blocking=True,
+    )
+    assert rich_device.calls[-1].name == "self.motor.set_speed"
+    assert rich_device.calls[-1].arguments == {"level": 150}
+    assert hass.states.get(number).state == "150"
+
+
+async def test_rgb_light(
+    hass: HomeAssistant,
+    rich_entry: MockConfigEntry,
+    rich_device: SimulatedDevice,
+) -> None:
+    """The light sends its colour through set_rgb, scaled by brightness."""
+    light = entity_id(hass, "light", "tool-self.light.set_rgb", MAC2)
+    state = hass.states.get(light)
+    assert state.state == STATE_UNKNOWN
+    assert state.attributes["assumed_state"] is True
+
+    await hass.services.async_call(
+        "light",
+        SERVICE_TURN_ON,
+        {ATTR_ENTITY_ID: light, "rgb_color": (255, 128, 0), "brightness": 128},
+        blocking=True,
+    )
+    assert rich_device.calls[-1].name == "self.light.set_rgb"
+    assert rich_device.calls[-1].arguments == {"r": 128, "g": 64, "b": 0}
+    state = hass.states.get(light)
+    assert state.state == STATE_ON
+    assert state.attributes["rgb_color"] == (255, 128, 0)
+    assert state.attributes["brightness"] == 128
+
+    await hass.services.async_call(
+        "light", SERVICE_TURN_OFF, {ATTR_ENTITY_ID: light}, blocking=True
+    )
+    assert rich_device.calls[-1].arguments == {"r": 0, "g": 0, "b": 0}
+    assert hass.states.get(light).state == STATE_OFF
+
+    # On again: the last colour at full brightness of what was set.
+    await hass.services.async_call(
+        "light", SERVICE_TURN_ON, {ATTR_ENTITY_ID: light}, blocking=True
+    )
+    assert rich_device.calls[-1].arguments == {"r": 128, "g": 64, "b": 0}
+
+
+async def test_image_advertises_no_picture_until_there_is_one(
+    hass: HomeAssistant,
+    rich_entry: MockConfigEntry,
+    rich_device: SimulatedDevice,
+    hass_client: Any,
+) -> None:
+    """No picture, no URL: the frontend asks for nothing it cannot get."""
+    photo = entity_id(hass, "image", "last_photo", MAC2)
+    assert "entity_picture" not in hass.states.get(photo).attributes
+    await rich_entry.runtime_data.async_take_photo()
+    await hass.async_block_till_done()
+    url = hass.states.get(photo).attributes["entity_picture"]
+    client = await hass_client()
+    response = await client.get(url)
+    assert response.status == HTTPStatus.OK
+    assert await response.read() == TINY_JPEG
+
+
+async def test_state_change_notification_is_one_logbook_line(
+    hass: HomeAssistant, init_integration: MockConfigEntry, simulator: SimulatedDevice
+) -> None:
+    """A reported state change moves the activity, not the event entity too."""
+    event_entity = entity_id(hass, "event", "event")
+    activity = entity_id(hass, "sensor", "activity")
+    runtime: XiaozhiManager = init_integration.runtime_data
+    events = async_capture_events(hass, EVENT_XIAOZHI)
+    await simulator.send_notification("notifications/custom", {"x": 1})
+    await wait_for_runtime(runtime, lambda _d: bool(events))
+    await hass.async_block_till_done()
+    before = hass.states.get(event_entity)
+    assert before.attributes["event_type"] == "notification"
+
+    await simulator.send_notification(
+        "notifications/state_changed", {"newState": "speaking", "oldState": "idle"}
+    )
+    await wait_for_runtime(runtime, lambda d: d.data.activity == "speaking")
+    await hass.async_block_till_done()
+    assert hass.states.get(activity).state == "speaking"
+    assert hass.states.get(event_entity) == before

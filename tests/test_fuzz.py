@@ -6,8 +6,6 @@ answers the next well-formed tool call. The profiles live in conftest.py:
 ``--hypothesis-profile=long`` runs 10 000 examples per property.
 """
 
-from __future__ import annotations
-
 import asyncio
 from collections.abc import Coroutine, Iterator
 import json
@@ -22,12 +20,15 @@ import pytest
 from custom_components.xiaozhi.protocol import (
     ArgumentError,
     ConnectionClosedError,
+    DeviceEventType,
     DeviceHello,
     McpClient,
     McpError,
     ProtocolError,
     Tool,
     ToolResult,
+    pack_audio,
+    unpack_audio,
     validate_arguments,
 )
 from custom_components.xiaozhi.protocol.messages import (
@@ -905,7 +906,11 @@ async def _session_takes(frames: list[str | bytes], *, before_hello: bool) -> No
 
     def feed(frame: str | bytes) -> None:
         if isinstance(frame, bytes):
-            session.feed_binary(frame)
+            # What the WebSocket view does with a binary frame (version 3).
+            try:
+                session.feed_audio(unpack_audio(frame, 3))
+            except ProtocolError as err:
+                session.malformed_audio(err)
         else:
             session.feed_text(frame)
 
@@ -931,7 +936,7 @@ async def _session_takes(frames: list[str | bytes], *, before_hello: bool) -> No
             assert future.done() is answered
 
     assert rig.handler.closed_reasons == []
-    assert all(isinstance(message["type"], str) for message in rig.handler.messages)
+    assert all(isinstance(event.type, DeviceEventType) for event in rig.handler.events)
     # The session still works: a well-formed round trip after the garbage.
     result = await session.call_tool(VOLUME, {"volume": 5}, 5)
     assert result == ToolResult(is_error=False, text="true")
@@ -956,7 +961,7 @@ session_frames = st.lists(text_frames | binary_frames, min_size=1, max_size=6)
 @example(frames=[firmware_error_frame(SESSION_ID, FIRST_CALL_ID, 'he said "no"')])
 @example(frames=["[" * 1500 + "]" * 1500, b"\xff" * 2048, '{"type":"hello"}'])
 def test_session_survives_any_frames(frames: list[str | bytes]) -> None:
-    """Garbage never escapes feed_text/feed_binary nor breaks the session."""
+    """Garbage never escapes feed_text/feed_audio nor breaks the session."""
     run(_session_takes(frames, before_hello=False))
 
 
@@ -964,3 +969,27 @@ def test_session_survives_any_frames(frames: list[str | bytes]) -> None:
 def test_session_survives_frames_before_hello(frames: list[str | bytes]) -> None:
     """Garbage before the hello does not stop the handshake that follows."""
     run(_session_takes(frames, before_hello=True))
+
+
+@given(data=st.binary(max_size=512), version=st.sampled_from([1, 2, 3]))
+def test_unpack_audio_is_total(data: bytes, version: int) -> None:
+    """Any binary frame unpacks to a payload or is refused as a protocol error."""
+    try:
+        payload = unpack_audio(data, version)
+    except ProtocolError:
+        assert version in (2, 3)
+        return
+    assert len(payload) <= len(data)
+    assert data.endswith(payload)
+    if version == 1:
+        assert payload == data
+
+
+@given(
+    payload=st.binary(max_size=4000),
+    version=st.sampled_from([1, 2, 3]),
+    timestamp=st.integers(min_value=0, max_value=2**32 - 1),
+)
+def test_audio_framing_round_trip(payload: bytes, version: int, timestamp: int) -> None:
+    """What is packed for a protocol version unpacks to the same payload."""
+    assert unpack_audio(pack_audio(payload, version, timestamp), version) == payload

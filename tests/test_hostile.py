@@ -6,8 +6,6 @@ changed under a live link, reloads and shutdown with devices connected, and
 endpoints flooded with bad requests.
 """
 
-from __future__ import annotations
-
 import asyncio
 from collections.abc import AsyncIterator, Callable
 import dataclasses
@@ -33,6 +31,7 @@ from pytest_homeassistant_custom_component.common import MockConfigEntry
 
 from custom_components.xiaozhi.const import (
     CONF_TOKEN,
+    DOMAIN,
     MAX_OTA_BODY,
     URL_ACTIVATE,
     URL_OTA,
@@ -40,9 +39,8 @@ from custom_components.xiaozhi.const import (
     URL_VISION,
     URL_WEBSOCKET,
 )
-from custom_components.xiaozhi.device import DeviceEvent, XiaozhiDevice
-from custom_components.xiaozhi.http import DATA_KEY
-from custom_components.xiaozhi.protocol import CloseReason, DeviceSession
+from custom_components.xiaozhi.manager import XiaozhiManager
+from custom_components.xiaozhi.protocol import CloseReason, DeviceEvent, DeviceSession
 from custom_components.xiaozhi.protocol.messages import MAX_DEPTH
 from simulator import TINY_JPEG, DeviceConnectionError, SimulatedDevice
 
@@ -84,7 +82,7 @@ async def open_raw_link(
 
 
 async def reconnect_and_call(
-    simulator: SimulatedDevice, runtime: XiaozhiDevice, volume: int
+    simulator: SimulatedDevice, runtime: XiaozhiManager, volume: int
 ) -> None:
     """Connect the device again and prove a tool call works end to end."""
     await simulator.connect()
@@ -119,7 +117,7 @@ async def test_drop_mid_call_fails_within_100_ms(
     hass: HomeAssistant, init_integration: MockConfigEntry, simulator: SimulatedDevice
 ) -> None:
     """Once the link drops, a call waiting for an answer fails at once."""
-    runtime: XiaozhiDevice = init_integration.runtime_data
+    runtime: XiaozhiManager = init_integration.runtime_data
     simulator.faults.silent = True
     call = asyncio.ensure_future(runtime.async_call_tool(VOLUME, {"volume": 10}))
     await simulator.wait_for(lambda: bool(tool_calls(simulator, VOLUME)))
@@ -143,7 +141,7 @@ async def test_silent_device_times_out_and_nothing_stays_pending(
     hass: HomeAssistant, init_integration: MockConfigEntry, simulator: SimulatedDevice
 ) -> None:
     """Calls and listings time out; nothing hangs; the link is kept."""
-    runtime: XiaozhiDevice = init_integration.runtime_data
+    runtime: XiaozhiManager = init_integration.runtime_data
     session = runtime.session
     assert session is not None
     simulator.faults.silent = True
@@ -181,7 +179,7 @@ async def test_second_answer_to_one_request_is_ignored(
 ) -> None:
     """The first reply wins; a second one, same or different, changes nothing."""
     caplog.set_level(logging.DEBUG, logger="custom_components.xiaozhi.protocol")
-    runtime: XiaozhiDevice = init_integration.runtime_data
+    runtime: XiaozhiManager = init_integration.runtime_data
     assert runtime.session is not None
 
     # Different replies to one id, sent by hand.
@@ -233,7 +231,7 @@ async def test_ten_megabyte_frame_closes_the_link_and_the_device_comes_back(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """A frame over the limit ends the link with a log line; nothing else."""
-    runtime: XiaozhiDevice = init_integration.runtime_data
+    runtime: XiaozhiManager = init_integration.runtime_data
     frame = json.dumps({"type": "listen", "state": "detect", "text": "x" * 10_000_000})
     await simulator.send_raw(frame)
     await simulator.wait_disconnected()
@@ -251,11 +249,11 @@ async def test_garbage_frames_are_dropped_and_the_link_stays(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """Binary garbage is counted, text garbage logged; the device keeps working."""
-    runtime: XiaozhiDevice = init_integration.runtime_data
+    runtime: XiaozhiManager = init_integration.runtime_data
     session = runtime.session
     assert session is not None
     events: list[DeviceEvent] = []
-    runtime.async_add_event_listener(events.append)
+    runtime.data.async_subscribe_events(events.append)
     rng = random.Random(20240612)  # noqa: S311 - reproducible garbage
 
     garbage = [rng.randbytes(size) for size in (1, 7, 16, 4096, 65_536, 1_000_000)]
@@ -272,11 +270,11 @@ async def test_garbage_frames_are_dropped_and_the_link_stays(
     ):
         await simulator.send_raw(text)
     await simulator.send_listen("detect", text="still here")
-    await wait_for_runtime(runtime, lambda d: d.activity == "listening")
+    await wait_for_runtime(runtime, lambda d: d.data.activity == "listening")
 
     assert runtime.session is session
-    assert session.binary_frames == len(garbage)
-    assert session.binary_bytes == sum(map(len, garbage))
+    assert session.audio_frames == len(garbage)
+    assert session.audio_bytes == sum(map(len, garbage))
     # Only the wake word came through; frames too deep to store were dropped.
     assert [event.type for event in events] == ["wake_word"]
     assert "Ignoring malformed frame" in caplog.text
@@ -290,7 +288,7 @@ async def test_invalid_utf8_text_frame_closes_the_link(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """A text frame that is not UTF-8 ends the link; the device reconnects."""
-    runtime: XiaozhiDevice = init_integration.runtime_data
+    runtime: XiaozhiManager = init_integration.runtime_data
     ws = simulator._ws
     assert ws is not None
     await ws.send_frame(b'{"type":"listen","text":"\xff\xfe"}', WSMsgType.TEXT)
@@ -318,9 +316,9 @@ async def test_odd_status_shapes_do_not_break_entities(
         for tool in device.tools
     ]
     await device.connect()
-    runtime: XiaozhiDevice = init_integration.runtime_data
+    runtime: XiaozhiManager = init_integration.runtime_data
     await wait_for_runtime(runtime, lambda d: d.connected)
-    assert runtime.status == odd
+    assert runtime.data.status.raw == odd
 
     registry = er.async_get(hass)
     volume = registry.async_get_entity_id("number", "xiaozhi", f"{MAC}-volume")
@@ -330,7 +328,7 @@ async def test_odd_status_shapes_do_not_break_entities(
         "number", "set_value", {ATTR_ENTITY_ID: volume, "value": 40}, blocking=True
     )
     assert device.state.volume == 40
-    assert runtime.status["audio_speaker"] == {"volume": 40}
+    assert runtime.data.status.raw["audio_speaker"] == {"volume": 40}
     assert hass.states.get(volume).state == "40"
 
 
@@ -338,7 +336,7 @@ async def test_unencodable_arguments_fail_cleanly(
     hass: HomeAssistant, init_integration: MockConfigEntry, simulator: SimulatedDevice
 ) -> None:
     """Arguments JSON cannot carry give a clear error and the link stays."""
-    runtime: XiaozhiDevice = init_integration.runtime_data
+    runtime: XiaozhiManager = init_integration.runtime_data
     session = runtime.session
     with pytest.raises(HomeAssistantError) as err:
         await runtime.async_call_tool(
@@ -391,7 +389,7 @@ async def test_thousand_connect_cycles_leave_nothing_behind(
     loop = asyncio.get_running_loop()
     debug = loop.get_debug()
     loop.set_debug(False)
-    runtime: XiaozhiDevice = init_integration.runtime_data
+    runtime: XiaozhiManager = init_integration.runtime_data
     url = client.make_url(URL_WEBSOCKET)
 
     async def cycle(http: ClientSession) -> None:
@@ -439,7 +437,7 @@ async def test_second_device_with_one_mac_replaces_the_first(
     client: TestClient[Any, Any],
 ) -> None:
     """The newcomer wins; the first link is closed with a reason, its calls fail."""
-    runtime: XiaozhiDevice = init_integration.runtime_data
+    runtime: XiaozhiManager = init_integration.runtime_data
     first = await open_raw_link(client)
     await wait_for_runtime(runtime, lambda d: d.connected)
     first_session = runtime.session
@@ -473,7 +471,7 @@ async def test_token_change_ends_the_link_and_the_old_token(
     client: TestClient[Any, Any],
 ) -> None:
     """Reconfiguring a connected device closes its link; the old token is dead."""
-    runtime: XiaozhiDevice = init_integration.runtime_data
+    runtime: XiaozhiManager = init_integration.runtime_data
     device = simulators(ws_url=WS_URL, token=TOKEN, user_tools=False)
     await device.connect()
     await wait_for_runtime(runtime, lambda d: d.connected)
@@ -522,7 +520,7 @@ async def test_reload_with_a_connected_device(
     hass: HomeAssistant, init_integration: MockConfigEntry, simulator: SimulatedDevice
 ) -> None:
     """A reload closes the link cleanly; the device reconnects to the new runtime."""
-    old_runtime: XiaozhiDevice = init_integration.runtime_data
+    old_runtime: XiaozhiManager = init_integration.runtime_data
     old_session = old_runtime.session
     assert old_session is not None
     assert await hass.config_entries.async_reload(init_integration.entry_id)
@@ -532,10 +530,12 @@ async def test_reload_with_a_connected_device(
     assert old_session.closed
     assert old_runtime.session is None
 
-    runtime: XiaozhiDevice = init_integration.runtime_data
+    runtime: XiaozhiManager = init_integration.runtime_data
     assert runtime is not old_runtime
     await reconnect_and_call(simulator, runtime, 19)
-    assert hass.data[DATA_KEY].devices[MAC] is runtime
+    entry = hass.config_entries.async_entry_for_domain_unique_id(DOMAIN, MAC)
+    assert entry is not None
+    assert entry.runtime_data is runtime
     # Nothing of the old link is still running (handshake, keep-alive...).
     assert not old_session._tasks
     assert old_session.mcp.pending_count == 0
@@ -549,7 +549,7 @@ async def test_stop_with_devices_connected_leaves_nothing_running(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """Shutdown closes every link and leaves no task, socket or warning."""
-    runtime: XiaozhiDevice = init_integration.runtime_data
+    runtime: XiaozhiManager = init_integration.runtime_data
     simulator.faults.silent = True
     pending = asyncio.ensure_future(runtime.async_call_tool(VOLUME, {"volume": 5}))
     await simulator.wait_for(lambda: bool(tool_calls(simulator, VOLUME)))
@@ -748,14 +748,16 @@ async def test_endpoints_refuse_a_flood_of_bad_requests(
     client: TestClient[Any, Any],
 ) -> None:
     """Hundreds of bad requests: all 4xx, none 5xx; good ones still work after."""
-    runtime: XiaozhiDevice = init_integration.runtime_data
+    runtime: XiaozhiManager = init_integration.runtime_data
     session: DeviceSession | None = runtime.session
     assert session is not None
-    data = hass.data[DATA_KEY]
+    uploads = runtime._uploads
+    assert uploads is not None
 
     async def snapshot_tokens() -> AsyncIterator[str]:
         while True:
-            yield data.add_snapshot_token(MAC)
+            url, _revoke = uploads.mint_snapshot_url()
+            yield url.rpartition("/")[2]
 
     statuses = await _flood(
         client,
@@ -766,8 +768,8 @@ async def test_endpoints_refuse_a_flood_of_bad_requests(
     assert len(statuses) >= 300
     unexpected = [entry for entry in statuses if not 400 <= entry[2] < 500]
     assert unexpected == []
-    assert runtime.last_photo is None
-    assert runtime.screen is None
+    assert runtime.data.last_photo is None
+    assert runtime.data.screen is None
     assert list(hass.config_entries.flow.async_progress()) == []
 
     # Good requests still get through.
@@ -785,4 +787,4 @@ async def test_endpoints_refuse_a_flood_of_bad_requests(
         headers={"Authorization": f"Bearer {session.vision_token}", "Device-Id": MAC},
     )
     assert response.status == 200
-    assert runtime.last_photo is not None
+    assert runtime.data.last_photo is not None

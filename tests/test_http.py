@@ -1,7 +1,5 @@
 """The device endpoints refuse what they must, with clear statuses."""
 
-from __future__ import annotations
-
 from typing import Any
 
 from aiohttp import WSServerHandshakeError

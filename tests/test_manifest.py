@@ -1,7 +1,5 @@
 """Offline checks of what hassfest would check: manifest, hacs.json, translations."""
 
-from __future__ import annotations
-
 import json
 from pathlib import Path
 from typing import Any

@@ -4,8 +4,6 @@ Two paired devices are loaded side by side so that each refusal is also a
 proof that one device's credentials never open, replace or feed another's.
 """
 
-from __future__ import annotations
-
 from collections.abc import Callable
 import logging
 from typing import Any
@@ -28,9 +26,6 @@ from pytest_homeassistant_custom_component.components.diagnostics import (
 
 from custom_components.xiaozhi.const import (
     CODE_TTL,
-    CONF_BOARD,
-    CONF_FIRMWARE,
-    CONF_MAC,
     CONF_TOKEN,
     DOMAIN,
     URL_ACTIVATE,
@@ -39,48 +34,23 @@ from custom_components.xiaozhi.const import (
     URL_VISION,
     URL_WEBSOCKET,
 )
-from custom_components.xiaozhi.device import XiaozhiDevice
-from custom_components.xiaozhi.http import DATA_KEY
+from custom_components.xiaozhi.manager import XiaozhiManager
 from simulator import TINY_JPEG, SimulatedDevice, relative_url
 
 from .conftest import (
-    BOARD,
-    FIRMWARE,
     MAC,
+    MAC2,
     OTA_URL,
     TOKEN,
+    TOKEN2,
     WS_URL,
     device_headers,
     system_info,
     wait_for_runtime,
 )
 
-MAC2 = "aa:bb:cc:dd:ee:02"
-TOKEN2 = "second-device-token-0123456789abcdefghij"
 VOLUME = "self.audio_speaker.set_volume"
 PHOTO = "self.camera.take_photo"
-
-
-@pytest.fixture
-async def second_entry(
-    hass: HomeAssistant, init_integration: MockConfigEntry
-) -> MockConfigEntry:
-    """Load a second paired device next to the first."""
-    entry = MockConfigEntry(
-        domain=DOMAIN,
-        unique_id=MAC2,
-        title="XiaoZhi xiaozhi-sim EE:02",
-        data={
-            CONF_MAC: MAC2,
-            CONF_TOKEN: TOKEN2,
-            CONF_BOARD: BOARD,
-            CONF_FIRMWARE: FIRMWARE,
-        },
-    )
-    entry.add_to_hass(hass)
-    assert await hass.config_entries.async_setup(entry.entry_id)
-    await hass.async_block_till_done()
-    return entry
 
 
 @pytest.fixture
@@ -242,8 +212,8 @@ async def test_vision_token_is_bound_to_its_session_and_device(
 ) -> None:
     """Only the live session's token, sent with its own Device-Id, uploads."""
     first, _second = both_connected
-    runtime: XiaozhiDevice = init_integration.runtime_data
-    other: XiaozhiDevice = second_entry.runtime_data
+    runtime: XiaozhiManager = init_integration.runtime_data
+    other: XiaozhiManager = second_entry.runtime_data
     assert runtime.session is not None
     assert other.session is not None
     token, other_token = runtime.session.vision_token, other.session.vision_token
@@ -256,8 +226,8 @@ async def test_vision_token_is_bound_to_its_session_and_device(
     ):
         response = await client.post(URL_VISION, data=photo_form(), headers=headers)
         assert response.status == 401
-    assert runtime.last_photo is None
-    assert other.last_photo is None
+    assert runtime.data.last_photo is None
+    assert other.data.last_photo is None
     # A vision token does not open the WebSocket either.
     with pytest.raises(WSServerHandshakeError) as err:
         await client.ws_connect(URL_WEBSOCKET, headers=bearer(token))
@@ -265,8 +235,8 @@ async def test_vision_token_is_bound_to_its_session_and_device(
 
     response = await client.post(URL_VISION, data=photo_form(), headers=bearer(token))
     assert response.status == 200
-    assert runtime.last_photo is not None
-    assert other.last_photo is None
+    assert runtime.data.last_photo is not None
+    assert other.data.last_photo is None
 
     # Replayed after a reconnect: the old session's token is dead.
     await first.disconnect()
@@ -289,18 +259,17 @@ async def test_snapshot_url_works_once(
     client: TestClient[Any, Any],
 ) -> None:
     """The screen upload URL is single use and forgotten after the refresh."""
-    runtime: XiaozhiDevice = init_integration.runtime_data
+    runtime: XiaozhiManager = init_integration.runtime_data
     await runtime.async_refresh_screen()
-    assert runtime.screen is not None
-    first_picture = runtime.screen
+    assert runtime.data.screen is not None
+    first_picture = runtime.data.screen
     ((url, _quality),) = simulator.snapshots
-    assert hass.data[DATA_KEY].snapshot_tokens == {}
 
     response = await client.post(relative_url(url), data=photo_form())
     assert response.status == 401
     response = await client.post(f"{URL_SNAPSHOT}/not-a-token", data=photo_form())
     assert response.status == 401
-    assert runtime.screen is first_picture
+    assert runtime.data.screen is first_picture
 
 
 # --- secrets stay out of logs and diagnostics --------------------------------------
@@ -342,7 +311,7 @@ async def test_tokens_never_reach_logs_or_diagnostics(
         flow["flow_id"], {"code": code}
     )
     entry = result["result"]
-    runtime: XiaozhiDevice = entry.runtime_data
+    runtime: XiaozhiManager = entry.runtime_data
     await wait_for_runtime(runtime, lambda d: d.connected)
     device_tokens = [entry.data[CONF_TOKEN]]
     vision_tokens: list[str] = []

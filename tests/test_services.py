@@ -1,7 +1,6 @@
 """Actions: call_tool and refresh, their answers and their errors."""
 
-from __future__ import annotations
-
+import base64
 from collections.abc import Callable
 from typing import Any
 
@@ -12,8 +11,8 @@ import pytest
 from pytest_homeassistant_custom_component.common import MockConfigEntry
 
 from custom_components.xiaozhi.const import DOMAIN
-from custom_components.xiaozhi.device import XiaozhiDevice
-from simulator import SimulatedDevice, bool_tool
+from custom_components.xiaozhi.manager import XiaozhiManager
+from simulator import TINY_JPEG, ImageResult, SimulatedDevice, ToolSpec, bool_tool
 
 from .conftest import TOKEN, WS_URL, wait_for_runtime
 
@@ -29,14 +28,14 @@ async def test_call_tool_response(
     hass: HomeAssistant, init_integration: MockConfigEntry, simulator: SimulatedDevice
 ) -> None:
     """The action answers with the parsed result."""
-    device_id = init_integration.runtime_data.device_id
+    device_id = init_integration.runtime_data.data.device_id
     response = await call_tool(
         hass,
         device_id=device_id,
         tool="self.audio_speaker.set_volume",
         arguments={"volume": 42},
     )
-    assert response == {"is_error": False, "text": "true", "json": True}
+    assert response == {"is_error": False, "text": "true", "json": True, "images": []}
     assert simulator.state.volume == 42
 
     response = await call_tool(hass, device_id=device_id, tool="self.get_device_status")
@@ -95,7 +94,7 @@ async def test_call_tool_validation(
     with pytest.raises(ServiceValidationError) as err:
         await call_tool(
             hass,
-            device_id=init_integration.runtime_data.device_id,
+            device_id=init_integration.runtime_data.data.device_id,
             tool=tool,
             arguments=arguments,
         )
@@ -108,10 +107,11 @@ async def test_call_tool_validation(
 async def test_unknown_and_unloaded_devices(
     hass: HomeAssistant, init_integration: MockConfigEntry
 ) -> None:
-    """The action names what is wrong with the device it was given."""
+    """The action names what is wrong with the device, in core's words."""
     with pytest.raises(ServiceValidationError) as err:
         await call_tool(hass, device_id="nope", tool="self.reboot")
-    assert err.value.translation_key == "invalid_device"
+    assert err.value.translation_domain == "homeassistant"
+    assert err.value.translation_key == "service_device_not_found"
 
     other = MockConfigEntry(domain="other")
     other.add_to_hass(hass)
@@ -120,20 +120,20 @@ async def test_unknown_and_unloaded_devices(
     )
     with pytest.raises(ServiceValidationError) as err:
         await call_tool(hass, device_id=foreign.id, tool="self.reboot")
-    assert err.value.translation_key == "invalid_device"
+    assert err.value.translation_key == "service_device_wrong_domain"
 
-    device_id = init_integration.runtime_data.device_id
+    device_id = init_integration.runtime_data.data.device_id
     await hass.config_entries.async_unload(init_integration.entry_id)
     with pytest.raises(ServiceValidationError) as err:
         await call_tool(hass, device_id=device_id, tool="self.reboot")
-    assert err.value.translation_key == "device_not_loaded"
+    assert err.value.translation_key == "service_config_entry_not_loaded"
 
 
 async def test_disconnected_device(
     hass: HomeAssistant, init_integration: MockConfigEntry
 ) -> None:
     """A command for a device that is away is an error, not a silent drop."""
-    device_id = init_integration.runtime_data.device_id
+    device_id = init_integration.runtime_data.data.device_id
     with pytest.raises(HomeAssistantError) as err:
         await call_tool(hass, device_id=device_id, tool="self.reboot")
     assert err.value.translation_key == "not_connected"
@@ -152,20 +152,71 @@ async def test_refresh(
     """Refresh reads the tools and the status again."""
     device = simulators(ws_url=WS_URL, token=TOKEN)
     await device.connect()
-    runtime: XiaozhiDevice = init_integration.runtime_data
+    runtime: XiaozhiManager = init_integration.runtime_data
     await wait_for_runtime(runtime, lambda d: d.connected)
     device.tools.append(bool_tool())
     device.state.volume = 21
     await hass.services.async_call(
-        DOMAIN, "refresh", {"device_id": runtime.device_id}, blocking=True
+        DOMAIN, "refresh", {"device_id": runtime.data.device_id}, blocking=True
     )
-    assert "self.led.set_enabled" in runtime.tools
-    assert runtime.status["audio_speaker"]["volume"] == 21
+    assert "self.led.set_enabled" in runtime.data.tools
+    assert runtime.data.status.raw["audio_speaker"]["volume"] == 21
 
     device.faults.silent_methods = {"tools/list"}
     runtime.session.request_timeout = 0.05
     with pytest.raises(HomeAssistantError) as err:
         await hass.services.async_call(
-            DOMAIN, "refresh", {"device_id": runtime.device_id}, blocking=True
+            DOMAIN, "refresh", {"device_id": runtime.data.device_id}, blocking=True
         )
     assert err.value.translation_key == "timeout"
+
+
+async def test_call_tool_returns_images(
+    hass: HomeAssistant,
+    init_integration: MockConfigEntry,
+    simulators: Callable[..., SimulatedDevice],
+) -> None:
+    """Pictures in a tool's result come back in the response."""
+    device = simulators(
+        ws_url=WS_URL,
+        token=TOKEN,
+        extra_tools=[
+            ToolSpec(
+                name="self.camera.thumbnail",
+                handler=lambda _device, _arguments: ImageResult(data=TINY_JPEG),
+            )
+        ],
+    )
+    await device.connect()
+    runtime: XiaozhiManager = init_integration.runtime_data
+    await wait_for_runtime(runtime, lambda d: d.connected)
+    response = await call_tool(
+        hass, device_id=runtime.data.device_id, tool="self.camera.thumbnail"
+    )
+    ((image),) = response["images"]
+    assert image["mime_type"] == "image/jpeg"
+    assert base64.b64decode(image["data"]) == TINY_JPEG
+
+
+async def test_device_targets(
+    hass: HomeAssistant,
+    init_integration: MockConfigEntry,
+    simulator: SimulatedDevice,
+    second_entry: MockConfigEntry,
+) -> None:
+    """Both actions take device targets; a tool is called on one device only."""
+    first = init_integration.runtime_data.data.device_id
+    second = second_entry.runtime_data.data.device_id
+    with pytest.raises(ServiceValidationError) as err:
+        await call_tool(hass, device_id=[first, second], tool="self.reboot")
+    assert err.value.translation_key == "one_device_only"
+    assert str(err.value)
+
+    # Refresh runs on each device; the second is away, so it fails after the first.
+    simulator.state.volume = 31
+    with pytest.raises(HomeAssistantError) as err:
+        await hass.services.async_call(
+            DOMAIN, "refresh", {"device_id": [first, second]}, blocking=True
+        )
+    assert err.value.translation_key == "not_connected"
+    assert init_integration.runtime_data.data.status.volume == 31

@@ -1,7 +1,5 @@
 """Devices connect: pairing end to end, the MCP session, faults and limits."""
 
-from __future__ import annotations
-
 import asyncio
 from collections.abc import Callable
 import logging
@@ -17,8 +15,9 @@ import pytest
 from pytest_homeassistant_custom_component.common import MockConfigEntry
 
 from custom_components.xiaozhi.const import CONF_KEEPALIVE, CONF_TOKEN, DOMAIN
-from custom_components.xiaozhi.device import DeviceEvent, XiaozhiDevice
 from custom_components.xiaozhi.http import VISION_ANSWER
+from custom_components.xiaozhi.manager import XiaozhiManager
+from custom_components.xiaozhi.protocol import DeviceEvent
 from simulator import (
     TINY_JPEG,
     SimulatedDevice,
@@ -54,7 +53,7 @@ async def test_pair_then_connect(
     )
     entry = result["result"]
     await device.wait_connected()
-    runtime: XiaozhiDevice = entry.runtime_data
+    runtime: XiaozhiManager = entry.runtime_data
     await wait_for_runtime(runtime, lambda d: d.connected)
 
     assert device.token == entry.data[CONF_TOKEN]
@@ -63,17 +62,18 @@ async def test_pair_then_connect(
     assert len(pages) >= 4  # 40 bulk tools + built-ins at ~8000 bytes a page
     assert all(page["params"]["withUserTools"] is True for page in pages)
     assert pages[0]["params"]["cursor"] == ""
-    assert len(runtime.tools) == len(device.tools)
-    assert {tool.name for tool in runtime.tools.values()} == {
+    assert len(runtime.data.tools) == len(device.tools)
+    assert {tool.name for tool in runtime.data.tools.values()} == {
         tool.name for tool in device.tools
     }
-    assert runtime.tools["self.reboot"].user_only is True
-    assert runtime.tools["self.audio_speaker.set_volume"].user_only is False
-    assert runtime.status["audio_speaker"]["volume"] == 70
-    assert runtime.status["battery"]["level"] == 85
-    assert runtime.board == "xiaozhi-sim"
-    assert runtime.firmware == "2.0.4"
-    assert runtime.client_id == device.config.client_id
+    assert runtime.data.tools["self.reboot"].user_only is True
+    assert runtime.data.tools["self.audio_speaker.set_volume"].user_only is False
+    assert runtime.data.status.raw["audio_speaker"]["volume"] == 70
+    assert runtime.data.status.raw["battery"]["level"] == 85
+    assert runtime.data.board == "xiaozhi-sim"
+    assert runtime.data.firmware == "2.0.4"
+    assert runtime.data.link is not None
+    assert runtime.data.link.client_id == device.config.client_id
     initialize = next(r for r in device.mcp_requests if r["method"] == "initialize")
     vision = initialize["params"]["capabilities"]["vision"]
     assert vision["url"] == "http://192.168.1.10:8123/api/xiaozhi/v1/vision"
@@ -93,7 +93,7 @@ async def test_call_tool_results(
     """Every result shape comes back parsed; bad arguments never reach the device."""
     device = simulators(ws_url=WS_URL, token=TOKEN, extra_tools=SIMPLE_TOOLS)
     await device.connect()
-    runtime: XiaozhiDevice = init_integration.runtime_data
+    runtime: XiaozhiManager = init_integration.runtime_data
     await wait_for_runtime(runtime, lambda d: d.connected)
 
     result = await runtime.async_call_tool(
@@ -145,7 +145,7 @@ async def test_other_implementation_errors(
     """Errors with codes and isError results are understood too."""
     device = simulators(ws_url=WS_URL, token=TOKEN, other_implementation=True)
     await device.connect()
-    runtime: XiaozhiDevice = init_integration.runtime_data
+    runtime: XiaozhiManager = init_integration.runtime_data
     await wait_for_runtime(runtime, lambda d: d.connected)
 
     assert runtime.session is not None
@@ -171,7 +171,7 @@ async def test_invalid_json_error_frame(
     hass: HomeAssistant, init_integration: MockConfigEntry, simulator: SimulatedDevice
 ) -> None:
     """The firmware's unescaped error frame fails the call with its message."""
-    runtime: XiaozhiDevice = init_integration.runtime_data
+    runtime: XiaozhiManager = init_integration.runtime_data
     simulator.faults.invalid_error_json = True
     assert runtime.session is not None
     started = time.monotonic()
@@ -187,7 +187,7 @@ async def test_silent_device_times_out(
     hass: HomeAssistant, init_integration: MockConfigEntry, simulator: SimulatedDevice
 ) -> None:
     """A device that never answers makes the call time out, nothing hangs."""
-    runtime: XiaozhiDevice = init_integration.runtime_data
+    runtime: XiaozhiManager = init_integration.runtime_data
     simulator.faults.silent = True
     with pytest.raises(HomeAssistantError) as err:
         await runtime.async_call_tool(
@@ -208,7 +208,7 @@ async def test_drop_mid_call_fails_fast(
     hass: HomeAssistant, init_integration: MockConfigEntry, simulator: SimulatedDevice
 ) -> None:
     """A link that drops during a call fails the call at once."""
-    runtime: XiaozhiDevice = init_integration.runtime_data
+    runtime: XiaozhiManager = init_integration.runtime_data
     simulator.faults.drop_on_call = {"self.audio_speaker.set_volume"}
     started = time.monotonic()
     with pytest.raises(HomeAssistantError) as err:
@@ -225,7 +225,7 @@ async def test_duplicate_and_wrong_id_replies(
     hass: HomeAssistant, init_integration: MockConfigEntry, simulator: SimulatedDevice
 ) -> None:
     """Replies are matched by id: duplicates are dropped, strays ignored."""
-    runtime: XiaozhiDevice = init_integration.runtime_data
+    runtime: XiaozhiManager = init_integration.runtime_data
     simulator.faults.duplicate_replies = True
     results = await asyncio.gather(
         *(
@@ -250,7 +250,7 @@ async def test_replaced_by_new_connection(
     simulators: Callable[..., SimulatedDevice],
 ) -> None:
     """A second authenticated connection replaces the first one."""
-    runtime: XiaozhiDevice = init_integration.runtime_data
+    runtime: XiaozhiManager = init_integration.runtime_data
     first_session = runtime.session
     simulator.faults.silent = True
     pending = asyncio.ensure_future(
@@ -296,7 +296,7 @@ async def test_reconfigure_rotates_token(
     """A new token reaches the device through a restart and its OTA check."""
     device = simulators(ota_url=OTA_URL)
     device.start()
-    runtime: XiaozhiDevice = init_integration.runtime_data
+    runtime: XiaozhiManager = init_integration.runtime_data
     await wait_for_runtime(runtime, lambda d: d.connected)
     assert device.token == TOKEN
 
@@ -320,7 +320,7 @@ async def test_events_and_malformed_input(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """Device messages become events; garbage is logged and the session goes on."""
-    runtime: XiaozhiDevice = init_integration.runtime_data
+    runtime: XiaozhiManager = init_integration.runtime_data
     events: list[DeviceEvent] = []
     got = asyncio.Event()
 
@@ -328,7 +328,7 @@ async def test_events_and_malformed_input(
         events.append(event)
         got.set()
 
-    runtime.async_add_event_listener(listener)
+    runtime.data.async_subscribe_events(listener)
 
     await simulator.send_raw("this is not JSON")
     await simulator.send_raw('{"type": 5}')
@@ -366,7 +366,7 @@ async def test_events_and_malformed_input(
     assert events[4].data == {"frame": {"type": "custom", "payload": {"x": 1}}}
     assert events[5].data == {"frame": {"type": "huge", "truncated": True}}
     assert runtime.session is not None
-    assert runtime.session.binary_frames == 4
+    assert runtime.session.audio_frames == 4
     assert "Ignoring malformed frame" in caplog.text
     result = await runtime.async_call_tool(
         "self.audio_speaker.set_volume", {"volume": 9}
@@ -380,8 +380,8 @@ async def test_keepalive_holds_idle_device(
     simulators: Callable[..., SimulatedDevice],
 ) -> None:
     """Keep-alive traffic stops the device's idle timer from closing the link."""
-    runtime: XiaozhiDevice = init_integration.runtime_data
-    with patch("custom_components.xiaozhi.device.KEEPALIVE_INTERVAL", 0.05):
+    runtime: XiaozhiManager = init_integration.runtime_data
+    with patch("custom_components.xiaozhi.manager.KEEPALIVE_INTERVAL", 0.05):
         device = simulators(ws_url=WS_URL, token=TOKEN, idle_timeout=0.3)
         await device.connect()
         await wait_for_runtime(runtime, lambda d: d.connected)
@@ -405,7 +405,7 @@ async def test_keepalive_off_respects_idle_close(
     hass.config_entries.async_update_entry(
         init_integration, options={CONF_KEEPALIVE: False}
     )
-    runtime: XiaozhiDevice = init_integration.runtime_data
+    runtime: XiaozhiManager = init_integration.runtime_data
     device = simulators(ws_url=WS_URL, token=TOKEN, idle_timeout=0.2)
     await device.connect()
     await wait_for_runtime(runtime, lambda d: d.connected)
@@ -424,9 +424,9 @@ async def test_options_apply_to_live_link(
     hass: HomeAssistant, init_integration: MockConfigEntry, simulator: SimulatedDevice
 ) -> None:
     """Turning keep-alive on for a live link starts it without reconnecting."""
-    runtime: XiaozhiDevice = init_integration.runtime_data
+    runtime: XiaozhiManager = init_integration.runtime_data
     session = runtime.session
-    with patch("custom_components.xiaozhi.device.KEEPALIVE_INTERVAL", 0.05):
+    with patch("custom_components.xiaozhi.manager.KEEPALIVE_INTERVAL", 0.05):
         hass.config_entries.async_update_entry(
             init_integration, options={CONF_KEEPALIVE: False, "call_timeout": 7}
         )
@@ -449,9 +449,9 @@ async def test_device_without_mcp(
     """An old device without MCP still connects and sends events."""
     device = simulators(ws_url=WS_URL, token=TOKEN, features=False)
     await device.connect()
-    runtime: XiaozhiDevice = init_integration.runtime_data
+    runtime: XiaozhiManager = init_integration.runtime_data
     await wait_for_runtime(runtime, lambda d: d.connected)
-    assert runtime.tools == {}
+    assert runtime.data.tools == {}
     assert device.mcp_requests == []
 
 
@@ -461,7 +461,7 @@ async def test_hello_timeout(
     client: TestClient[Any, Any],
 ) -> None:
     """A socket that never says hello is closed."""
-    with patch("custom_components.xiaozhi.device.HELLO_TIMEOUT", 0.05):
+    with patch("custom_components.xiaozhi.manager.HELLO_TIMEOUT", 0.05):
         ws = await client.ws_connect(
             "/api/xiaozhi/v1/",
             headers={"Authorization": f"Bearer {TOKEN}", "Device-Id": MAC},
@@ -480,14 +480,14 @@ async def test_vision_upload(
     """A photo goes to Home Assistant; its answer goes back to the caller."""
     device = simulators(ws_url=WS_URL, token=TOKEN, camera=True)
     await device.connect()
-    runtime: XiaozhiDevice = init_integration.runtime_data
+    runtime: XiaozhiManager = init_integration.runtime_data
     await wait_for_runtime(runtime, lambda d: d.connected)
     result = await runtime.async_call_tool(
         "self.camera.take_photo", {"question": "What is on the table?"}
     )
     assert result.is_error is False
     assert result.text == VISION_ANSWER
-    photo = runtime.last_photo
+    photo = runtime.data.last_photo
     assert photo is not None
     assert photo.content == TINY_JPEG
     assert photo.question == "What is on the table?"
@@ -535,7 +535,7 @@ async def test_unload_and_stop_with_connected_device(
     hass: HomeAssistant, init_integration: MockConfigEntry, simulator: SimulatedDevice
 ) -> None:
     """Unloading closes the link cleanly; pending calls fail at once."""
-    runtime: XiaozhiDevice = init_integration.runtime_data
+    runtime: XiaozhiManager = init_integration.runtime_data
     simulator.faults.silent = True
     pending = asyncio.ensure_future(
         runtime.async_call_tool("self.audio_speaker.set_volume", {"volume": 5})

@@ -1,7 +1,5 @@
 """The translations match the English source: same keys, same placeholders."""
 
-from __future__ import annotations
-
 import json
 from pathlib import Path
 import re

@@ -1,10 +1,9 @@
 """Binary sensors: connected, and charging from the status."""
 
-from __future__ import annotations
-
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
+from typing import override
 
 from homeassistant.components.binary_sensor import (
     BinarySensorEntity,
@@ -15,8 +14,8 @@ from homeassistant.const import EntityCategory
 from homeassistant.core import HomeAssistant, callback
 from homeassistant.helpers.entity_platform import AddConfigEntryEntitiesCallback
 
-from .device import XiaozhiConfigEntry, XiaozhiDevice
-from .entity import EntityFactory, XiaozhiEntity, async_follow_device, status_value
+from .entity import EntityFactory, XiaozhiEntity, async_follow_device
+from .manager import XiaozhiConfigEntry, XiaozhiManager
 
 PARALLEL_UPDATES = 0
 
@@ -25,14 +24,9 @@ PARALLEL_UPDATES = 0
 class XiaozhiBinarySensorEntityDescription(BinarySensorEntityDescription):
     """A binary sensor of a device."""
 
-    value_fn: Callable[[XiaozhiDevice], bool | None]
-    exists_fn: Callable[[XiaozhiDevice], bool] = lambda _device: True
+    value_fn: Callable[[XiaozhiManager], bool | None]
+    exists_fn: Callable[[XiaozhiManager], bool] = lambda _manager: True
     always_available: bool = False
-
-
-def _charging(device: XiaozhiDevice) -> bool | None:
-    value = status_value(device.status, ("battery", "charging"))
-    return value if isinstance(value, bool) else None
 
 
 BINARY_SENSORS = (
@@ -41,14 +35,14 @@ BINARY_SENSORS = (
         translation_key="connected",
         device_class=BinarySensorDeviceClass.CONNECTIVITY,
         entity_category=EntityCategory.DIAGNOSTIC,
-        value_fn=lambda device: device.connected,
+        value_fn=lambda manager: manager.connected,
         always_available=True,
     ),
     XiaozhiBinarySensorEntityDescription(
         key="charging",
         device_class=BinarySensorDeviceClass.BATTERY_CHARGING,
-        value_fn=_charging,
-        exists_fn=lambda device: _charging(device) is not None,
+        value_fn=lambda manager: manager.data.status.charging,
+        exists_fn=lambda manager: manager.data.status.charging is not None,
     ),
 )
 
@@ -61,15 +55,15 @@ async def async_setup_entry(
     """Add the binary sensors the device supports."""
 
     @callback
-    def wanted(device: XiaozhiDevice) -> dict[str, EntityFactory]:
+    def wanted(manager: XiaozhiManager) -> dict[str, EntityFactory]:
         return {
-            description.key: partial(XiaozhiBinarySensor, device, description)
+            description.key: partial(XiaozhiBinarySensor, manager, description)
             for description in BINARY_SENSORS
-            if description.exists_fn(device)
+            if description.exists_fn(manager)
         }
 
     async_follow_device(
-        hass, entry, async_add_entities, wanted, sticky=lambda _key: True
+        entry, async_add_entities, wanted, follow="status", sticky=lambda _key: True
     )
 
 
@@ -80,18 +74,20 @@ class XiaozhiBinarySensor(XiaozhiEntity, BinarySensorEntity):
 
     def __init__(
         self,
-        device: XiaozhiDevice,
+        manager: XiaozhiManager,
         description: XiaozhiBinarySensorEntityDescription,
     ) -> None:
         """Create the binary sensor from its description."""
-        super().__init__(device, description.key, description)
+        super().__init__(manager, description.key, description)
 
     @property
+    @override
     def available(self) -> bool:
-        """Return True; the connectivity sensor is always available."""
+        """Return True for the connectivity sensor; else as other entities."""
         return self.entity_description.always_available or super().available
 
     @property
+    @override
     def is_on(self) -> bool | None:
         """Return the state."""
-        return self.entity_description.value_fn(self.device)
+        return self.entity_description.value_fn(self.manager)

@@ -1,9 +1,8 @@
 """Buttons: restart, take a photo, refresh the screen picture, no-argument tools."""
 
-from __future__ import annotations
-
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import override
 
 from homeassistant.components.button import ButtonEntity, ButtonEntityDescription
 from homeassistant.components.button.const import ButtonDeviceClass
@@ -11,36 +10,27 @@ from homeassistant.const import EntityCategory
 from homeassistant.core import HomeAssistant, callback
 from homeassistant.helpers.entity_platform import AddConfigEntryEntitiesCallback
 
-from .const import PHOTO_TOOL, REBOOT_TOOL, SNAPSHOT_TOOL
-from .device import XiaozhiConfigEntry, XiaozhiDevice
 from .entity import (
     EntityFactory,
     XiaozhiEntity,
+    XiaozhiToolEntity,
+    XiaozhiToolEntityDescription,
     async_follow_device,
     tool_entity_factories,
-    tool_entity_name,
 )
-from .protocol import Tool
+from .manager import XiaozhiConfigEntry, XiaozhiManager
+from .protocol.firmware import PHOTO_TOOL, REBOOT_TOOL, SNAPSHOT_TOOL
 
 PARALLEL_UPDATES = 1
 
-PHOTO_QUESTION = "Photo requested from Home Assistant"
-
-
-async def _take_photo(device: XiaozhiDevice) -> None:
-    await device.async_run_tool(PHOTO_TOOL, {"question": PHOTO_QUESTION})
-
-
-async def _reboot(device: XiaozhiDevice) -> None:
-    await device.async_run_tool(REBOOT_TOOL)
-
 
 @dataclass(frozen=True, kw_only=True)
-class XiaozhiButtonEntityDescription(ButtonEntityDescription):
+class XiaozhiButtonEntityDescription(
+    XiaozhiToolEntityDescription, ButtonEntityDescription
+):
     """A button backed by a tool."""
 
-    tool: str
-    press_fn: Callable[[XiaozhiDevice], Awaitable[None]]
+    press_fn: Callable[[XiaozhiManager], Awaitable[None]]
 
 
 BUTTONS = (
@@ -50,20 +40,20 @@ BUTTONS = (
         tool=REBOOT_TOOL,
         device_class=ButtonDeviceClass.RESTART,
         entity_category=EntityCategory.CONFIG,
-        press_fn=_reboot,
+        press_fn=lambda manager: manager.async_reboot(),
     ),
     XiaozhiButtonEntityDescription(
         key="take_photo",
         translation_key="take_photo",
         tool=PHOTO_TOOL,
-        press_fn=_take_photo,
+        press_fn=lambda manager: manager.async_take_photo(),
     ),
     XiaozhiButtonEntityDescription(
         key="refresh_screen",
         translation_key="refresh_screen",
         tool=SNAPSHOT_TOOL,
         entity_category=EntityCategory.DIAGNOSTIC,
-        press_fn=lambda device: device.async_refresh_screen(),
+        press_fn=lambda manager: manager.async_refresh_screen(),
     ),
 )
 
@@ -76,12 +66,12 @@ async def async_setup_entry(
     """Add buttons for what the device offers, now and later."""
 
     @callback
-    def wanted(device: XiaozhiDevice) -> dict[str, EntityFactory]:
+    def wanted(manager: XiaozhiManager) -> dict[str, EntityFactory]:
         return tool_entity_factories(
-            device, BUTTONS, XiaozhiButton, ("button", XiaozhiToolButton)
+            manager, BUTTONS, XiaozhiButton, ("button", XiaozhiToolButton)
         )
 
-    async_follow_device(hass, entry, async_add_entities, wanted)
+    async_follow_device(entry, async_add_entities, wanted)
 
 
 class XiaozhiButton(XiaozhiEntity, ButtonEntity):
@@ -90,25 +80,21 @@ class XiaozhiButton(XiaozhiEntity, ButtonEntity):
     entity_description: XiaozhiButtonEntityDescription
 
     def __init__(
-        self, device: XiaozhiDevice, description: XiaozhiButtonEntityDescription
+        self, manager: XiaozhiManager, description: XiaozhiButtonEntityDescription
     ) -> None:
         """Create the entity from its description."""
-        super().__init__(device, description.key, description)
+        super().__init__(manager, description.key, description)
 
+    @override
     async def async_press(self) -> None:
         """Run the button's action on the device."""
-        await self.entity_description.press_fn(self.device)
+        await self.entity_description.press_fn(self.manager)
 
 
-class XiaozhiToolButton(XiaozhiEntity, ButtonEntity):
+class XiaozhiToolButton(XiaozhiToolEntity, ButtonEntity):
     """A tool without arguments, shown as a button."""
 
-    def __init__(self, device: XiaozhiDevice, tool: Tool) -> None:
-        """Name the button after its tool."""
-        super().__init__(device, f"tool-{tool.name}")
-        self._tool = tool.name
-        self._attr_name = tool_entity_name(tool)
-
+    @override
     async def async_press(self) -> None:
         """Call the tool."""
-        await self.device.async_run_tool(self._tool)
+        await self.manager.async_run_tool(self.tool.name)

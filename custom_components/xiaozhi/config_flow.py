@@ -1,15 +1,9 @@
 """Pairing flows: a device checks in, shows a code, the user types it here."""
 
-from __future__ import annotations
-
 import asyncio
-from typing import Any
+from typing import Any, override
 
-from homeassistant.config_entries import (
-    ConfigFlow,
-    ConfigFlowResult,
-    OptionsFlow,
-)
+from homeassistant.config_entries import ConfigFlow, ConfigFlowResult, OptionsFlow
 from homeassistant.core import callback
 from homeassistant.helpers.network import NoURLAvailableError, get_url
 from homeassistant.helpers.selector import (
@@ -20,6 +14,7 @@ from homeassistant.helpers.selector import (
     TextSelector,
 )
 from homeassistant.helpers.typing import DiscoveryInfoType
+from homeassistant.setup import async_setup_component
 import probatio
 
 from .const import (
@@ -36,9 +31,9 @@ from .const import (
     URL_OTA,
     WAIT_FOR_DEVICE_TIMEOUT,
 )
-from .device import XiaozhiConfigEntry
-from .http import async_setup_http
-from .pairing import CodeCheck, PendingDevice, new_token
+from .data import DATA_KEY
+from .manager import XiaozhiConfigEntry
+from .pairing import CodeCheck, PairingManager, PendingDevice, new_token
 
 CONF_CODE = "code"
 
@@ -60,9 +55,15 @@ class XiaozhiConfigFlow(ConfigFlow, domain=DOMAIN):
 
     @staticmethod
     @callback
+    @override
     def async_get_options_flow(config_entry: XiaozhiConfigEntry) -> OptionsFlow:
         """Return the options flow."""
         return XiaozhiOptionsFlow()
+
+    async def _pairing(self) -> PairingManager:
+        """Return the pairing state; the endpoints must answer devices now."""
+        await async_setup_component(self.hass, DOMAIN, {})
+        return self.hass.data[DATA_KEY].pairing
 
     def _device(self) -> PendingDevice:
         if self._pending is None:  # pragma: no cover - steps run in order
@@ -80,7 +81,7 @@ class XiaozhiConfigFlow(ConfigFlow, domain=DOMAIN):
         self, user_input: dict[str, Any] | None = None
     ) -> ConfigFlowResult:
         """Explain what to enter on the device, then wait for it."""
-        async_setup_http(self.hass)
+        await self._pairing()
         if user_input is None:
             return self.async_show_form(
                 step_id="user",
@@ -110,14 +111,14 @@ class XiaozhiConfigFlow(ConfigFlow, domain=DOMAIN):
         return self.async_show_progress_done(next_step_id="device_found")
 
     async def _async_wait_for_device(self) -> PendingDevice:
-        data = async_setup_http(self.hass)
+        pairing = await self._pairing()
         paired = {
             entry.unique_id
             for entry in self._async_current_entries(include_ignore=True)
             if entry.unique_id
         }
         async with asyncio.timeout(WAIT_FOR_DEVICE_TIMEOUT):
-            return await data.pairing.wait_for_device(exclude=paired)
+            return await pairing.wait_for_device(exclude=paired)
 
     async def async_step_no_device(
         self, user_input: dict[str, Any] | None = None
@@ -144,7 +145,7 @@ class XiaozhiConfigFlow(ConfigFlow, domain=DOMAIN):
         mac: str = discovery_info[CONF_MAC]
         await self.async_set_unique_id(mac)
         self._abort_if_unique_id_configured()
-        pending = async_setup_http(self.hass).pairing.get(mac)
+        pending = (await self._pairing()).get(mac)
         if pending is None:
             return self.async_abort(reason="code_expired")
         self._pending = pending
@@ -158,7 +159,7 @@ class XiaozhiConfigFlow(ConfigFlow, domain=DOMAIN):
         pending = self._device()
         errors: dict[str, str] = {}
         if user_input is not None:
-            pairing = async_setup_http(self.hass).pairing
+            pairing = await self._pairing()
             match pairing.check_code(pending.mac, user_input[CONF_CODE]):
                 case CodeCheck.OK:
                     pairing.complete(pending.mac)
@@ -197,16 +198,32 @@ class XiaozhiConfigFlow(ConfigFlow, domain=DOMAIN):
                 step_id="reconfigure",
                 description_placeholders={"name": entry.title},
             )
-        self.hass.config_entries.async_update_entry(
-            entry, data={**entry.data, CONF_TOKEN: new_token()}
+        result = self.async_update_and_abort(
+            entry, data_updates={CONF_TOKEN: new_token()}
         )
         LOGGER.info("Issued a new token to %s", entry.title)
         await entry.runtime_data.async_token_changed()
-        return self.async_abort(reason="reconfigure_successful")
+        return result
+
+
+OPTIONS_SCHEMA = probatio.Schema(
+    {
+        probatio.Required(CONF_CALL_TIMEOUT): NumberSelector(
+            NumberSelectorConfig(
+                min=5,
+                max=300,
+                step=1,
+                mode=NumberSelectorMode.BOX,
+                unit_of_measurement="s",
+            )
+        ),
+        probatio.Required(CONF_KEEPALIVE): BooleanSelector(),
+    }
+)
 
 
 class XiaozhiOptionsFlow(OptionsFlow):
-    """Tool call timeout and keep-alive."""
+    """Tool call timeout and keep-alive of one device."""
 
     async def async_step_init(
         self, user_input: dict[str, Any] | None = None
@@ -214,27 +231,15 @@ class XiaozhiOptionsFlow(OptionsFlow):
         """Show the options."""
         if user_input is not None:
             return self.async_create_entry(data=user_input)
-        options = self.config_entry.options
         return self.async_show_form(
             step_id="init",
-            data_schema=probatio.Schema(
+            data_schema=self.add_suggested_values_to_schema(
+                OPTIONS_SCHEMA,
                 {
-                    probatio.Required(
-                        CONF_CALL_TIMEOUT,
-                        default=options.get(CONF_CALL_TIMEOUT, DEFAULT_CALL_TIMEOUT),
-                    ): NumberSelector(
-                        NumberSelectorConfig(
-                            min=5,
-                            max=300,
-                            step=1,
-                            mode=NumberSelectorMode.BOX,
-                            unit_of_measurement="s",
-                        )
-                    ),
-                    probatio.Required(
-                        CONF_KEEPALIVE,
-                        default=options.get(CONF_KEEPALIVE, DEFAULT_KEEPALIVE),
-                    ): BooleanSelector(),
-                }
+                    CONF_CALL_TIMEOUT: DEFAULT_CALL_TIMEOUT,
+                    CONF_KEEPALIVE: DEFAULT_KEEPALIVE,
+                    **self.config_entry.options,
+                },
             ),
+            description_placeholders={"name": self.config_entry.title},
         )

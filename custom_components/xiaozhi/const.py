@@ -1,7 +1,5 @@
 """Constants for the XiaoZhi integration."""
 
-from __future__ import annotations
-
 import logging
 from typing import Final
 
@@ -15,26 +13,6 @@ URL_OTA: Final = f"{URL_BASE}/ota/"
 URL_ACTIVATE: Final = f"{URL_BASE}/ota/activate"
 URL_VISION: Final = f"{URL_BASE}/vision"
 URL_SNAPSHOT: Final = f"{URL_BASE}/snapshot"
-
-# Tools of the firmware that Home Assistant gives their own entities.
-STATUS_TOOL: Final = "self.get_device_status"
-VOLUME_TOOL: Final = "self.audio_speaker.set_volume"
-BRIGHTNESS_TOOL: Final = "self.screen.set_brightness"
-THEME_TOOL: Final = "self.screen.set_theme"
-REBOOT_TOOL: Final = "self.reboot"
-PHOTO_TOOL: Final = "self.camera.take_photo"
-SNAPSHOT_TOOL: Final = "self.screen.snapshot"
-# Firmware tools that are no control a user would want as an entity.
-PASSIVE_TOOLS: Final = frozenset(
-    {
-        STATUS_TOOL,
-        "self.get_system_info",
-        "self.upgrade_firmware",
-        "self.screen.get_info",
-        "self.screen.preview_image",
-        "self.assets.set_download_url",
-    }
-)
 
 # Config entry data.
 CONF_MAC: Final = "mac"
@@ -64,5 +42,6 @@ WAIT_FOR_DEVICE_TIMEOUT: Final = 900.0
 MAX_OTA_BODY: Final = 64 * 1024
 MAX_WS_MESSAGE: Final = 1024 * 1024
 MAX_PHOTO_BYTES: Final = 2 * 1024 * 1024
-# Device frames passed on whole in events (and so in states and the recorder).
-MAX_EVENT_FRAME: Final = 4096
+
+# Fired on the bus for every device event.
+EVENT_XIAOZHI: Final = "xiaozhi_event"

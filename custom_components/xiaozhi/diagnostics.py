@@ -1,24 +1,24 @@
 """Diagnostics: what the integration knows about a device, secrets redacted."""
 
-from __future__ import annotations
-
 from typing import Any
 
 from homeassistant.components.diagnostics import async_redact_data
 from homeassistant.core import HomeAssistant
 
 from .const import CONF_TOKEN
-from .device import XiaozhiConfigEntry
+from .manager import XiaozhiConfigEntry
 
-TO_REDACT = {CONF_TOKEN, "vision_token", "ssid"}
+TO_REDACT = {CONF_TOKEN, "vision_token", "ssid", "client_id"}
 
 
 async def async_get_config_entry_diagnostics(
     hass: HomeAssistant, entry: XiaozhiConfigEntry
 ) -> dict[str, Any]:
     """Return diagnostics for a config entry."""
-    device = entry.runtime_data
-    session = device.session
+    manager = entry.runtime_data
+    data = manager.data
+    session = manager.session
+    link = data.link
     return async_redact_data(
         {
             "entry": {
@@ -27,15 +27,21 @@ async def async_get_config_entry_diagnostics(
                 "options": dict(entry.options),
             },
             "device": {
-                "board": device.board,
-                "firmware": device.firmware,
-                "client_id": device.client_id,
-                "protocol_version": device.protocol_version,
-                "connected": device.connected,
-                "keepalive": device.keepalive,
-                "activity": device.activity,
-                "status": device.status,
-                "tools": [tool.as_dict() for tool in device.tools.values()],
+                "board": data.board,
+                "firmware": data.firmware,
+                "activity": data.activity,
+                "status": data.status.raw,
+                "tools": [tool.as_dict() for tool in data.tools.values()],
+            },
+            "connection": {
+                "connected": manager.connected,
+                "keepalive": manager.keepalive,
+                "connects": data.connects,
+                "transport": link.transport if link else None,
+                "remote": link.remote if link else None,
+                "client_id": link.client_id if link else None,
+                "protocol_version": link.protocol_version if link else None,
+                "connected_since": link.connected_since.isoformat() if link else None,
             },
             "session": None
             if session is None
@@ -52,8 +58,8 @@ async def async_get_config_entry_diagnostics(
                 "server_info": session.server_info,
                 "vision_token": session.vision_token,
                 "pending_requests": session.mcp.pending_count,
-                "binary_frames": session.binary_frames,
-                "binary_bytes": session.binary_bytes,
+                "audio_frames": session.audio_frames,
+                "audio_bytes": session.audio_bytes,
             },
         },
         TO_REDACT,

@@ -1,26 +1,22 @@
 """HTTP endpoints the devices talk to: OTA check, activation, WebSocket, vision.
 
-The views are registered once per process (aiohttp routes cannot be removed)
-and find the device's config entry for every request.
+The views are registered once (aiohttp routes cannot be removed) and find the
+device's config entry for every request. They own what touches HTTP: the
+WebSocket and its read loop, and the upload URLs handed to devices.
 """
 
-from __future__ import annotations
-
-from dataclasses import dataclass, field
 import hmac
 from http import HTTPStatus
 import secrets
-from typing import TYPE_CHECKING, Any
+from typing import Any, Final
 
-from aiohttp import BodyPartReader, web
+from aiohttp import BodyPartReader, WSMsgType, web
 from aiohttp.http import HttpProcessingError
 from homeassistant.components.http.ban import process_wrong_login
 from homeassistant.config_entries import SOURCE_IGNORE, ConfigEntry, ConfigEntryState
-from homeassistant.const import EVENT_HOMEASSISTANT_STOP
-from homeassistant.core import Event, HomeAssistant, callback
+from homeassistant.core import CALLBACK_TYPE, HomeAssistant, callback
 from homeassistant.helpers.http import KEY_HASS, HomeAssistantView
 from homeassistant.util import dt as dt_util
-from homeassistant.util.hass_dict import HassKey
 import orjson
 
 from .const import (
@@ -37,69 +33,24 @@ from .const import (
     URL_VISION,
     URL_WEBSOCKET,
 )
-from .pairing import PairingManager, normalize_mac
+from .data import DATA_KEY
+from .manager import XiaozhiConfigEntry, XiaozhiManager
+from .pairing import normalize_mac
+from .protocol import ProtocolError, pack_audio, parse_protocol_version, unpack_audio
 
-if TYPE_CHECKING:
-    from .device import XiaozhiDevice
-
-JPEG_MAGIC = b"\xff\xd8\xff"
-VISION_ANSWER = "Photo received by Home Assistant."
-
-
-@dataclass(slots=True)
-class XiaozhiData:
-    """What the integration keeps once per Home Assistant instance."""
-
-    pairing: PairingManager
-    devices: dict[str, XiaozhiDevice] = field(default_factory=dict)
-    # Loaded devices by device registry id, for the actions.
-    by_device_id: dict[str, XiaozhiDevice] = field(default_factory=dict)
-    # One-time screen snapshot upload tokens -> device MAC.
-    snapshot_tokens: dict[str, str] = field(default_factory=dict)
-
-    def add_device(self, device: XiaozhiDevice) -> None:
-        """Make a loaded device reachable by its MAC and its device id."""
-        self.devices[device.mac] = device
-        if device.device_id is not None:
-            self.by_device_id[device.device_id] = device
-
-    def remove_device(self, device: XiaozhiDevice) -> None:
-        """Forget a device that is unloaded."""
-        if self.devices.get(device.mac) is device:
-            del self.devices[device.mac]
-        if device.device_id is not None and (
-            self.by_device_id.get(device.device_id) is device
-        ):
-            del self.by_device_id[device.device_id]
-
-    def add_snapshot_token(self, mac: str) -> str:
-        """Return a fresh one-time token for a screen snapshot upload."""
-        token = secrets.token_urlsafe(24)
-        self.snapshot_tokens[token] = mac
-        return token
-
-
-DATA_KEY: HassKey[XiaozhiData] = HassKey(DOMAIN)
+JPEG_MAGIC: Final = b"\xff\xd8\xff"
+VISION_ANSWER: Final = "Photo received by Home Assistant."
 
 
 @callback
-def async_setup_http(hass: HomeAssistant) -> XiaozhiData:
-    """Register the views once and return the instance-wide data."""
-    if (data := hass.data.get(DATA_KEY)) is not None:
-        return data
-    data = hass.data[DATA_KEY] = XiaozhiData(pairing=PairingManager(hass))
+def async_setup_http(hass: HomeAssistant) -> None:
+    """Register the device endpoints (once per instance: routes stay)."""
+    snapshots = SnapshotView()
     hass.http.register_view(OtaView())
     hass.http.register_view(ActivateView())
-    hass.http.register_view(DeviceWebSocketView())
+    hass.http.register_view(DeviceWebSocketView(snapshots))
     hass.http.register_view(VisionView())
-    hass.http.register_view(SnapshotView())
-
-    @callback
-    def _stop(_event: Event) -> None:
-        data.pairing.shutdown()
-
-    hass.bus.async_listen_once(EVENT_HOMEASSISTANT_STOP, _stop)
-    return data
+    hass.http.register_view(snapshots)
 
 
 def base_url(hass: HomeAssistant, request: web.Request) -> str:
@@ -110,7 +61,7 @@ def base_url(hass: HomeAssistant, request: web.Request) -> str:
     """
     if hass.config.internal_url:
         return hass.config.internal_url.rstrip("/")
-    return str(request.url.origin())
+    return str(request.url.origin()).rstrip("/")
 
 
 def websocket_url(hass: HomeAssistant, request: web.Request) -> str:
@@ -121,11 +72,6 @@ def websocket_url(hass: HomeAssistant, request: web.Request) -> str:
     elif url.startswith("http://"):
         url = "ws://" + url.removeprefix("http://")
     return url.rstrip("/") + URL_WEBSOCKET
-
-
-def vision_url(hass: HomeAssistant, request: web.Request) -> str:
-    """Return the URL a device uploads photos to."""
-    return base_url(hass, request).rstrip("/") + URL_VISION
 
 
 def bearer_token(request: web.Request) -> str | None:
@@ -280,12 +226,78 @@ class ActivateView(HomeAssistantView):
         return _error(HTTPStatus.NOT_FOUND, "No pairing in progress for this device")
 
 
+def loaded_manager(hass: HomeAssistant, mac: str | None) -> XiaozhiManager | None:
+    """Return the runtime of the loaded device with this MAC, if any."""
+    if mac is None:
+        return None
+    entry: XiaozhiConfigEntry | None = (
+        hass.config_entries.async_entry_for_domain_unique_id(DOMAIN, mac)
+    )
+    if entry is None or entry.state is not ConfigEntryState.LOADED:
+        return None
+    return entry.runtime_data
+
+
+class WebSocketLink:
+    """A device's WebSocket, as the session's link."""
+
+    transport = "websocket"
+
+    def __init__(
+        self, ws: web.WebSocketResponse, remote: str | None, protocol_version: int
+    ) -> None:
+        """Wrap a prepared WebSocket."""
+        self._ws = ws
+        self._remote = remote
+        self.protocol_version = protocol_version
+
+    @property
+    def remote(self) -> str | None:
+        """Return the device's address."""
+        return self._remote
+
+    def hello_fields(self) -> dict[str, Any]:
+        """Return what the server hello says about the transport."""
+        return {"transport": "websocket"}
+
+    async def send_text(self, text: str) -> None:
+        """Send a text frame."""
+        await self._ws.send_str(text)
+
+    async def send_audio(self, payload: bytes, timestamp: int) -> None:
+        """Send an Opus packet framed for the connection's protocol version."""
+        await self._ws.send_bytes(pack_audio(payload, self.protocol_version, timestamp))
+
+    async def close(self, message: str) -> None:
+        """Close the WebSocket."""
+        await self._ws.close(code=1000, message=message.encode()[:120])
+
+
+class DeviceUploads:
+    """Upload URLs for one device, on the address it reached us with."""
+
+    def __init__(self, base: str, snapshots: SnapshotView, mac: str) -> None:
+        """Remember where uploads go."""
+        self.vision_url = base + URL_VISION
+        self._base = base
+        self._snapshots = snapshots
+        self._mac = mac
+
+    def mint_snapshot_url(self) -> tuple[str, CALLBACK_TYPE]:
+        """Return a one-time screen picture URL and the callback revoking it."""
+        return self._snapshots.mint(self._base, self._mac)
+
+
 class DeviceWebSocketView(HomeAssistantView):
     """The devices' WebSocket: the bearer token selects the config entry."""
 
     url = URL_WEBSOCKET
     name = "api:xiaozhi:websocket"
     requires_auth = False
+
+    def __init__(self, snapshots: SnapshotView) -> None:
+        """Mint screen picture URLs with ``snapshots``."""
+        self._snapshots = snapshots
 
     async def get(self, request: web.Request) -> web.StreamResponse:
         """Authenticate the device, then serve its conversation."""
@@ -304,7 +316,7 @@ class DeviceWebSocketView(HomeAssistantView):
             return _error(
                 HTTPStatus.SERVICE_UNAVAILABLE, "Device is not loaded in Home Assistant"
             )
-        device: XiaozhiDevice = entry.runtime_data
+        manager: XiaozhiManager = entry.runtime_data
         ws = web.WebSocketResponse(
             heartbeat=None,
             autoping=True,
@@ -313,8 +325,33 @@ class DeviceWebSocketView(HomeAssistantView):
             timeout=2.0,
         )
         await ws.prepare(request)
-        LOGGER.debug("%s opened a WebSocket from %s", device.name, request.remote)
-        await device.async_handle_connection(ws, request, vision_url(hass, request))
+        LOGGER.debug("%s opened a WebSocket from %s", manager.name, request.remote)
+        version = parse_protocol_version(request.headers.get("Protocol-Version"))
+        link = WebSocketLink(ws, request.remote, version)
+        uploads = DeviceUploads(base_url(hass, request), self._snapshots, manager.mac)
+        session = manager.async_open_session(
+            link,
+            uploads,
+            client_id=request.headers.get("Client-Id"),
+            protocol_version=version,
+        )
+        try:
+            async for message in ws:
+                if message.type is WSMsgType.TEXT:
+                    session.feed_text(message.data)
+                elif message.type is WSMsgType.BINARY:
+                    try:
+                        payload = unpack_audio(message.data, version)
+                    except ProtocolError as err:
+                        session.malformed_audio(err)
+                    else:
+                        session.feed_audio(payload)
+                elif message.type is WSMsgType.ERROR:
+                    LOGGER.warning(
+                        "%s: WebSocket error: %s", manager.name, ws.exception()
+                    )
+        finally:
+            await session.connection_lost()
         return ws
 
 
@@ -328,12 +365,11 @@ class VisionView(HomeAssistantView):
     async def post(self, request: web.Request) -> web.Response:
         """Store the uploaded photo for the device's image entity."""
         hass = request.app[KEY_HASS]
-        mac = _device_mac(request)
-        device = hass.data[DATA_KEY].devices.get(mac) if mac else None
+        manager = loaded_manager(hass, _device_mac(request))
         token = bearer_token(request)
-        session = device.session if device is not None else None
+        session = manager.session if manager is not None else None
         if (
-            device is None
+            manager is None
             or session is None
             or token is None
             or not hmac.compare_digest(session.vision_token.encode(), token.encode())
@@ -345,46 +381,59 @@ class VisionView(HomeAssistantView):
             and request.content_length > MAX_PHOTO_BYTES + MAX_OTA_BODY
         ):
             return _error(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, "Photo too large")
-        upload = await _receive_picture(request, device, "photo")
+        upload = await _receive_picture(request, manager, "photo")
         if isinstance(upload, web.Response):
             return upload
         question, photo = upload
-        device.store_photo(photo, "image/jpeg", question)
+        manager.async_store_picture("photo", photo, "image/jpeg", question)
         return web.Response(text=VISION_ANSWER)
 
 
 class SnapshotView(HomeAssistantView):
-    """Screen pictures, uploaded to a one-time URL handed to the device."""
+    """Screen pictures, uploaded to one-time URLs this view mints."""
 
     url = URL_SNAPSHOT + "/{token}"
     name = "api:xiaozhi:snapshot"
     requires_auth = False
 
+    def __init__(self) -> None:
+        """Start with no URL handed out."""
+        self._tokens: dict[str, str] = {}
+
+    def mint(self, base: str, mac: str) -> tuple[str, CALLBACK_TYPE]:
+        """Return a one-time upload URL for ``mac`` and the callback revoking it."""
+        token = secrets.token_urlsafe(24)
+        self._tokens[token] = mac
+
+        @callback
+        def revoke() -> None:
+            self._tokens.pop(token, None)
+
+        return f"{base}{URL_SNAPSHOT}/{token}", revoke
+
     async def post(self, request: web.Request, token: str) -> web.Response:
         """Store the uploaded screen picture."""
         hass = request.app[KEY_HASS]
-        data = hass.data[DATA_KEY]
-        mac = data.snapshot_tokens.pop(token, None)
-        device = data.devices.get(mac) if mac else None
-        if device is None:
+        manager = loaded_manager(hass, self._tokens.pop(token, None))
+        if manager is None:
             await process_wrong_login(request)
             return _error(HTTPStatus.UNAUTHORIZED, "Invalid or used snapshot URL")
-        upload = await _receive_picture(request, device, "screen picture")
+        upload = await _receive_picture(request, manager, "screen picture")
         if isinstance(upload, web.Response):
             return upload
         _question, picture = upload
-        device.store_screen(picture)
+        manager.async_store_picture("screen", picture, "image/jpeg")
         return web.Response(text="ok")
 
 
 async def _receive_picture(
-    request: web.Request, device: XiaozhiDevice, what: str
+    request: web.Request, manager: XiaozhiManager, what: str
 ) -> tuple[str, bytes] | web.Response:
     """Return the question and JPEG of an upload, or the error response."""
     try:
         return await _read_photo(request)
     except (ValueError, TypeError) as err:
-        LOGGER.warning("%s sent an unusable %s: %s", device.name, what, err)
+        LOGGER.warning("%s sent an unusable %s: %s", manager.name, what, err)
         return _error(HTTPStatus.BAD_REQUEST, str(err))
     except _TooLargeError:
         return _error(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, f"The {what} is too large")

@@ -1,34 +1,36 @@
 """Images: the last photo from the camera and the last screen picture."""
 
-from __future__ import annotations
-
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
+from typing import override
 
 from homeassistant.components.image import ImageEntity, ImageEntityDescription
 from homeassistant.core import HomeAssistant, callback
 from homeassistant.helpers.entity_platform import AddConfigEntryEntitiesCallback
 
-from .const import PHOTO_TOOL, SNAPSHOT_TOOL
-from .device import Photo, XiaozhiConfigEntry, XiaozhiDevice
 from .entity import (
     EntityFactory,
     XiaozhiEntity,
+    XiaozhiToolEntityDescription,
     async_follow_device,
     tool_entity_factories,
 )
+from .entry_data import Picture, XiaozhiEntryData
+from .manager import XiaozhiConfigEntry, XiaozhiManager
+from .protocol.firmware import PHOTO_TOOL, SNAPSHOT_TOOL
 
 PARALLEL_UPDATES = 0
 
 
 @dataclass(frozen=True, kw_only=True)
-class XiaozhiImageEntityDescription(ImageEntityDescription):
+class XiaozhiImageEntityDescription(
+    XiaozhiToolEntityDescription, ImageEntityDescription
+):
     """A picture the device uploads."""
 
-    tool: str
-    photo_fn: Callable[[XiaozhiDevice], Photo | None]
+    picture_fn: Callable[[XiaozhiEntryData], Picture | None]
 
 
 IMAGES = (
@@ -36,13 +38,13 @@ IMAGES = (
         key="last_photo",
         translation_key="last_photo",
         tool=PHOTO_TOOL,
-        photo_fn=lambda device: device.last_photo,
+        picture_fn=lambda data: data.last_photo,
     ),
     XiaozhiImageEntityDescription(
         key="screen",
         translation_key="screen",
         tool=SNAPSHOT_TOOL,
-        photo_fn=lambda device: device.screen,
+        picture_fn=lambda data: data.screen,
     ),
 )
 
@@ -55,10 +57,10 @@ async def async_setup_entry(
     """Add images for the device's camera and screen."""
 
     @callback
-    def wanted(device: XiaozhiDevice) -> dict[str, EntityFactory]:
-        return tool_entity_factories(device, IMAGES, partial(XiaozhiImage, hass))
+    def wanted(manager: XiaozhiManager) -> dict[str, EntityFactory]:
+        return tool_entity_factories(manager, IMAGES, partial(XiaozhiImage, hass))
 
-    async_follow_device(hass, entry, async_add_entities, wanted)
+    async_follow_device(entry, async_add_entities, wanted)
 
 
 class XiaozhiImage(XiaozhiEntity, ImageEntity):
@@ -69,31 +71,45 @@ class XiaozhiImage(XiaozhiEntity, ImageEntity):
     def __init__(
         self,
         hass: HomeAssistant,
-        device: XiaozhiDevice,
+        manager: XiaozhiManager,
         description: XiaozhiImageEntityDescription,
     ) -> None:
         """Create the image entity."""
-        XiaozhiEntity.__init__(self, device, description.key, description)
+        XiaozhiEntity.__init__(self, manager, description.key, description)
         ImageEntity.__init__(self, hass)
 
     @property
+    def _picture(self) -> Picture | None:
+        return self.entity_description.picture_fn(self.data)
+
+    @property
+    @override
     def available(self) -> bool:
         """Return True: the last picture stays viewable."""
         return True
 
     @property
-    def image_last_updated(self) -> datetime | None:
-        """Return when the picture was taken."""
-        photo = self.entity_description.photo_fn(self.device)
-        return photo.taken if photo is not None else None
+    @override
+    def entity_picture(self) -> str | None:
+        """Return the picture's URL, or None until there is a picture."""
+        return super().entity_picture if self._picture is not None else None
 
     @property
+    @override
+    def image_last_updated(self) -> datetime | None:
+        """Return when the picture was taken."""
+        picture = self._picture
+        return picture.taken if picture is not None else None
+
+    @property
+    @override
     def content_type(self) -> str:
         """Return the picture's type."""
-        photo = self.entity_description.photo_fn(self.device)
-        return photo.content_type if photo is not None else "image/jpeg"
+        picture = self._picture
+        return picture.content_type if picture is not None else "image/jpeg"
 
+    @override
     async def async_image(self) -> bytes | None:
         """Return the picture."""
-        photo = self.entity_description.photo_fn(self.device)
-        return photo.content if photo is not None else None
+        picture = self._picture
+        return picture.content if picture is not None else None

@@ -1,13 +1,13 @@
 """Notify: show a message on the device's screen."""
 
-from __future__ import annotations
+from typing import override
 
 from homeassistant.components.notify import NotifyEntity
 from homeassistant.core import HomeAssistant
 from homeassistant.helpers.entity_platform import AddConfigEntryEntitiesCallback
 
-from .device import XiaozhiConfigEntry, XiaozhiDevice
 from .entity import XiaozhiEntity
+from .manager import XiaozhiConfigEntry, XiaozhiManager
 
 PARALLEL_UPDATES = 1
 
@@ -28,10 +28,11 @@ class XiaozhiScreenMessage(XiaozhiEntity, NotifyEntity):
 
     _attr_translation_key = "screen_message"
 
-    def __init__(self, device: XiaozhiDevice) -> None:
+    def __init__(self, manager: XiaozhiManager) -> None:
         """Create the notify entity."""
-        super().__init__(device, "screen_message")
+        super().__init__(manager, "screen_message")
 
+    @override
     async def async_send_message(self, message: str, title: str | None = None) -> None:
         """Show the message on the device."""
-        await self.device.async_send_alert(title or DEFAULT_TITLE, message)
+        await self.manager.async_send_alert(title or DEFAULT_TITLE, message)

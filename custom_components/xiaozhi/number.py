@@ -1,9 +1,8 @@
 """Numbers: volume, screen brightness and one-integer tools."""
 
-from __future__ import annotations
-
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import override
 
 from homeassistant.components.number import (
     NumberEntity,
@@ -15,28 +14,29 @@ from homeassistant.const import PERCENTAGE
 from homeassistant.core import HomeAssistant, callback
 from homeassistant.helpers.entity_platform import AddConfigEntryEntitiesCallback
 
-from .const import BRIGHTNESS_TOOL, VOLUME_TOOL
-from .device import XiaozhiConfigEntry, XiaozhiDevice
 from .entity import (
     EntityFactory,
     XiaozhiEntity,
+    XiaozhiToolEntity,
+    XiaozhiToolEntityDescription,
     async_follow_device,
-    status_value,
     tool_entity_factories,
-    tool_entity_name,
 )
-from .protocol import Tool
+from .manager import XiaozhiConfigEntry, XiaozhiManager
+from .protocol import DeviceStatus, Tool
+from .protocol.firmware import BRIGHTNESS_TOOL, VOLUME_TOOL
 
 PARALLEL_UPDATES = 1
 
 
 @dataclass(frozen=True, kw_only=True)
-class XiaozhiNumberEntityDescription(NumberEntityDescription):
+class XiaozhiNumberEntityDescription(
+    XiaozhiToolEntityDescription, NumberEntityDescription
+):
     """A number backed by a tool and a status value."""
 
-    tool: str
-    value_fn: Callable[[XiaozhiDevice], float | None]
-    set_fn: Callable[[XiaozhiDevice, float], Awaitable[None]]
+    value_fn: Callable[[DeviceStatus], int | None]
+    set_fn: Callable[[XiaozhiManager, int], Awaitable[None]]
 
 
 NUMBERS = (
@@ -49,12 +49,8 @@ NUMBERS = (
         native_step=1,
         mode=NumberMode.SLIDER,
         native_unit_of_measurement=PERCENTAGE,
-        value_fn=lambda device: status_value(
-            device.status, ("audio_speaker", "volume")
-        ),
-        set_fn=lambda device, value: device.async_set_value(
-            VOLUME_TOOL, {"volume": int(value)}, ("audio_speaker", "volume")
-        ),
+        value_fn=lambda status: status.volume,
+        set_fn=lambda manager, value: manager.async_set_volume(value),
     ),
     XiaozhiNumberEntityDescription(
         key="screen_brightness",
@@ -65,10 +61,8 @@ NUMBERS = (
         native_step=1,
         mode=NumberMode.SLIDER,
         native_unit_of_measurement=PERCENTAGE,
-        value_fn=lambda device: status_value(device.status, ("screen", "brightness")),
-        set_fn=lambda device, value: device.async_set_value(
-            BRIGHTNESS_TOOL, {"brightness": int(value)}, ("screen", "brightness")
-        ),
+        value_fn=lambda status: status.brightness,
+        set_fn=lambda manager, value: manager.async_set_brightness(value),
     ),
 )
 
@@ -81,12 +75,12 @@ async def async_setup_entry(
     """Add numbers for what the device offers, now and later."""
 
     @callback
-    def wanted(device: XiaozhiDevice) -> dict[str, EntityFactory]:
+    def wanted(manager: XiaozhiManager) -> dict[str, EntityFactory]:
         return tool_entity_factories(
-            device, NUMBERS, XiaozhiNumber, ("number", XiaozhiToolNumber)
+            manager, NUMBERS, XiaozhiNumber, ("number", XiaozhiToolNumber)
         )
 
-    async_follow_device(hass, entry, async_add_entities, wanted)
+    async_follow_device(entry, async_add_entities, wanted)
 
 
 class XiaozhiNumber(XiaozhiEntity, NumberEntity):
@@ -95,47 +89,49 @@ class XiaozhiNumber(XiaozhiEntity, NumberEntity):
     entity_description: XiaozhiNumberEntityDescription
 
     def __init__(
-        self, device: XiaozhiDevice, description: XiaozhiNumberEntityDescription
+        self, manager: XiaozhiManager, description: XiaozhiNumberEntityDescription
     ) -> None:
         """Create the entity from its description."""
-        super().__init__(device, description.key, description)
+        super().__init__(manager, description.key, description)
 
     @property
-    def native_value(self) -> float | None:
+    @override
+    def native_value(self) -> int | None:
         """Return the value the device reported."""
-        value = self.entity_description.value_fn(self.device)
-        return value if isinstance(value, (int, float)) else None
+        return self.entity_description.value_fn(self.data.status)
 
+    @override
     async def async_set_native_value(self, value: float) -> None:
         """Set the value on the device."""
-        await self.entity_description.set_fn(self.device, value)
+        await self.entity_description.set_fn(self.manager, int(value))
 
 
-class XiaozhiToolNumber(XiaozhiEntity, RestoreNumber):
+class XiaozhiToolNumber(XiaozhiToolEntity, RestoreNumber):
     """A tool with one bounded integer argument, shown as a number."""
 
     _attr_mode = NumberMode.AUTO
     _attr_native_step = 1
     _attr_native_value: float | None = None
 
-    def __init__(self, device: XiaozhiDevice, tool: Tool) -> None:
-        """Describe the number from the tool's schema."""
-        super().__init__(device, f"tool-{tool.name}")
-        self._tool = tool.name
+    @override
+    def apply_tool(self, tool: Tool) -> None:
+        """Take the argument and its range from the tool's schema."""
+        super().apply_tool(tool)
         prop = tool.properties[0]
         self._argument = prop.name
-        self._attr_name = tool_entity_name(tool)
         self._attr_native_min_value = float(prop.minimum or 0)
         self._attr_native_max_value = float(prop.maximum or 0)
 
+    @override
     async def async_added_to_hass(self) -> None:
         """Restore the last value set."""
         await super().async_added_to_hass()
         if (last := await self.async_get_last_number_data()) is not None:
             self._attr_native_value = last.native_value
 
+    @override
     async def async_set_native_value(self, value: float) -> None:
         """Call the tool with the value."""
-        await self.device.async_run_tool(self._tool, {self._argument: int(value)})
+        await self.manager.async_run_tool(self.tool.name, {self._argument: int(value)})
         self._attr_native_value = int(value)
         self.async_write_ha_state()

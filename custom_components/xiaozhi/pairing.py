@@ -1,7 +1,5 @@
 """Pairing of new devices: codes shown on the device, checked in the UI."""
 
-from __future__ import annotations
-
 import asyncio
 from dataclasses import dataclass, field
 from enum import StrEnum

@@ -1,35 +1,37 @@
 """Selects: the screen theme."""
 
-from __future__ import annotations
-
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import override
 
 from homeassistant.components.select import SelectEntity, SelectEntityDescription
 from homeassistant.const import EntityCategory
 from homeassistant.core import HomeAssistant, callback
 from homeassistant.helpers.entity_platform import AddConfigEntryEntitiesCallback
 
-from .const import THEME_TOOL
-from .device import XiaozhiConfigEntry, XiaozhiDevice
 from .entity import (
     EntityFactory,
     XiaozhiEntity,
+    XiaozhiToolEntityDescription,
     async_follow_device,
-    status_value,
     tool_entity_factories,
 )
+from .manager import XiaozhiConfigEntry, XiaozhiManager
+from .protocol import DeviceStatus
+from .protocol.firmware import THEME_TOOL
+from .protocol.status import THEMES
 
 PARALLEL_UPDATES = 1
 
 
 @dataclass(frozen=True, kw_only=True)
-class XiaozhiSelectEntityDescription(SelectEntityDescription):
+class XiaozhiSelectEntityDescription(
+    XiaozhiToolEntityDescription, SelectEntityDescription
+):
     """A select backed by a tool and a status value."""
 
-    tool: str
-    value_fn: Callable[[XiaozhiDevice], str | None]
-    set_fn: Callable[[XiaozhiDevice, str], Awaitable[None]]
+    value_fn: Callable[[DeviceStatus], str | None]
+    set_fn: Callable[[XiaozhiManager, str], Awaitable[None]]
 
 
 SELECTS = (
@@ -37,12 +39,10 @@ SELECTS = (
         key="theme",
         translation_key="theme",
         tool=THEME_TOOL,
-        options=["light", "dark"],
+        options=list(THEMES),
         entity_category=EntityCategory.CONFIG,
-        value_fn=lambda device: status_value(device.status, ("screen", "theme")),
-        set_fn=lambda device, option: device.async_set_value(
-            THEME_TOOL, {"theme": option}, ("screen", "theme")
-        ),
+        value_fn=lambda status: status.theme,
+        set_fn=lambda manager, option: manager.async_set_theme(option),
     ),
 )
 
@@ -55,10 +55,10 @@ async def async_setup_entry(
     """Add selects for what the device offers."""
 
     @callback
-    def wanted(device: XiaozhiDevice) -> dict[str, EntityFactory]:
-        return tool_entity_factories(device, SELECTS, XiaozhiSelect)
+    def wanted(manager: XiaozhiManager) -> dict[str, EntityFactory]:
+        return tool_entity_factories(manager, SELECTS, XiaozhiSelect)
 
-    async_follow_device(hass, entry, async_add_entities, wanted)
+    async_follow_device(entry, async_add_entities, wanted)
 
 
 class XiaozhiSelect(XiaozhiEntity, SelectEntity):
@@ -67,17 +67,18 @@ class XiaozhiSelect(XiaozhiEntity, SelectEntity):
     entity_description: XiaozhiSelectEntityDescription
 
     def __init__(
-        self, device: XiaozhiDevice, description: XiaozhiSelectEntityDescription
+        self, manager: XiaozhiManager, description: XiaozhiSelectEntityDescription
     ) -> None:
         """Create the entity from its description."""
-        super().__init__(device, description.key, description)
+        super().__init__(manager, description.key, description)
 
     @property
+    @override
     def current_option(self) -> str | None:
         """Return the option the device reported."""
-        value = self.entity_description.value_fn(self.device)
-        return value if value in self.options else None
+        return self.entity_description.value_fn(self.data.status)
 
+    @override
     async def async_select_option(self, option: str) -> None:
         """Apply the option on the device."""
-        await self.entity_description.set_fn(self.device, option)
+        await self.entity_description.set_fn(self.manager, option)

@@ -1,11 +1,9 @@
 """Sensors: battery, Wi-Fi, chip temperature from the status; the activity."""
 
-from __future__ import annotations
-
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import override
 
 from homeassistant.components.sensor import (
     SensorDeviceClass,
@@ -16,49 +14,28 @@ from homeassistant.components.sensor import (
 from homeassistant.const import PERCENTAGE, EntityCategory, UnitOfTemperature
 from homeassistant.core import HomeAssistant, callback
 from homeassistant.helpers.entity_platform import AddConfigEntryEntitiesCallback
+from homeassistant.helpers.typing import StateType
 
-from .device import ACTIVITIES, XiaozhiConfigEntry, XiaozhiDevice
-from .entity import EntityFactory, XiaozhiEntity, async_follow_device, status_value
+from .entity import EntityFactory, XiaozhiEntity, async_follow_device
+from .entry_data import XiaozhiEntryData
+from .manager import XiaozhiConfigEntry, XiaozhiManager
+from .protocol import Activity
+from .protocol.status import SIGNALS
 
 PARALLEL_UPDATES = 0
-
-SIGNALS = ["strong", "medium", "weak"]
-
-
-def _number(value: Any) -> float | None:
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return value
-    return None
-
-
-def _text(value: Any) -> str | None:
-    return value if isinstance(value, str) else None
-
-
-def _choice(options: list[str]) -> Callable[[Any], str | None]:
-    def pick(value: Any) -> str | None:
-        return value if value in options else None
-
-    return pick
 
 
 @dataclass(frozen=True, kw_only=True)
 class XiaozhiSensorEntityDescription(SensorEntityDescription):
-    """A sensor of a device; it exists once ``value_fn`` has a value."""
+    """A sensor of a device; a status sensor exists once it has a value."""
 
-    value_fn: Callable[[XiaozhiDevice], Any]
-
-
-def _status(
-    path: tuple[str, ...], convert: Callable[[Any], Any] = _number
-) -> Callable[[XiaozhiDevice], Any]:
-    return lambda device: convert(status_value(device.status, path))
+    value_fn: Callable[[XiaozhiEntryData], StateType]
 
 
 STATUS_SENSORS = (
     XiaozhiSensorEntityDescription(
         key="battery",
-        value_fn=_status(("battery", "level")),
+        value_fn=lambda data: data.status.battery_level,
         device_class=SensorDeviceClass.BATTERY,
         native_unit_of_measurement=PERCENTAGE,
         state_class=SensorStateClass.MEASUREMENT,
@@ -66,22 +43,22 @@ STATUS_SENSORS = (
     XiaozhiSensorEntityDescription(
         key="wifi_signal",
         translation_key="wifi_signal",
-        value_fn=_status(("network", "signal"), _choice(SIGNALS)),
+        value_fn=lambda data: data.status.signal,
         device_class=SensorDeviceClass.ENUM,
-        options=SIGNALS,
+        options=list(SIGNALS),
         entity_category=EntityCategory.DIAGNOSTIC,
     ),
     XiaozhiSensorEntityDescription(
         key="wifi_network",
         translation_key="wifi_network",
-        value_fn=_status(("network", "ssid"), _text),
+        value_fn=lambda data: data.status.ssid,
         entity_category=EntityCategory.DIAGNOSTIC,
         entity_registry_enabled_default=False,
     ),
     XiaozhiSensorEntityDescription(
         key="chip_temperature",
         translation_key="chip_temperature",
-        value_fn=_status(("chip", "temperature")),
+        value_fn=lambda data: data.status.temperature,
         device_class=SensorDeviceClass.TEMPERATURE,
         native_unit_of_measurement=UnitOfTemperature.CELSIUS,
         state_class=SensorStateClass.MEASUREMENT,
@@ -93,8 +70,8 @@ ACTIVITY = XiaozhiSensorEntityDescription(
     key="activity",
     translation_key="activity",
     device_class=SensorDeviceClass.ENUM,
-    options=ACTIVITIES,
-    value_fn=lambda device: device.activity,
+    options=[activity.value for activity in Activity],
+    value_fn=lambda data: data.activity,
 )
 STICKY = frozenset(description.key for description in STATUS_SENSORS)
 
@@ -107,17 +84,17 @@ async def async_setup_entry(
     """Add a sensor for every status value the device reports."""
 
     @callback
-    def wanted(device: XiaozhiDevice) -> dict[str, EntityFactory]:
+    def wanted(manager: XiaozhiManager) -> dict[str, EntityFactory]:
         found: dict[str, EntityFactory] = {
-            ACTIVITY.key: partial(XiaozhiSensor, device, ACTIVITY)
+            ACTIVITY.key: partial(XiaozhiSensor, manager, ACTIVITY)
         }
         for description in STATUS_SENSORS:
-            if description.value_fn(device) is not None:
-                found[description.key] = partial(XiaozhiSensor, device, description)
+            if description.value_fn(manager.data) is not None:
+                found[description.key] = partial(XiaozhiSensor, manager, description)
         return found
 
     async_follow_device(
-        hass, entry, async_add_entities, wanted, sticky=STICKY.__contains__
+        entry, async_add_entities, wanted, follow="status", sticky=STICKY.__contains__
     )
 
 
@@ -127,12 +104,13 @@ class XiaozhiSensor(XiaozhiEntity, SensorEntity):
     entity_description: XiaozhiSensorEntityDescription
 
     def __init__(
-        self, device: XiaozhiDevice, description: XiaozhiSensorEntityDescription
+        self, manager: XiaozhiManager, description: XiaozhiSensorEntityDescription
     ) -> None:
         """Create the sensor from its description."""
-        super().__init__(device, description.key, description)
+        super().__init__(manager, description.key, description)
 
     @property
-    def native_value(self) -> Any:
+    @override
+    def native_value(self) -> StateType:
         """Return the value the device reported."""
-        return self.entity_description.value_fn(self.device)
+        return self.entity_description.value_fn(self.data)

@@ -1,7 +1,5 @@
 """Actions: call any device tool, and refresh a device's tools and status."""
 
-from __future__ import annotations
-
 from typing import Any
 
 from homeassistant.const import ATTR_DEVICE_ID
@@ -13,71 +11,62 @@ from homeassistant.core import (
     callback,
 )
 from homeassistant.exceptions import ServiceValidationError
-from homeassistant.helpers import config_validation as cv, device_registry as dr
+from homeassistant.helpers import config_validation as cv, service
 import probatio
 
 from .const import DOMAIN
-from .device import XiaozhiDevice
-from .http import DATA_KEY
+from .manager import XiaozhiConfigEntry, XiaozhiManager
 
 SERVICE_CALL_TOOL = "call_tool"
 SERVICE_REFRESH = "refresh"
 ATTR_TOOL = "tool"
 ATTR_ARGUMENTS = "arguments"
 
+_DEVICES = probatio.All(cv.ensure_list, [cv.string], probatio.Length(min=1))
 CALL_TOOL_SCHEMA = probatio.Schema(
     {
-        probatio.Required(ATTR_DEVICE_ID): cv.string,
+        probatio.Required(ATTR_DEVICE_ID): _DEVICES,
         probatio.Required(ATTR_TOOL): cv.string,
         probatio.Optional(ATTR_ARGUMENTS, default=dict): probatio.Any(None, dict),
     }
 )
-REFRESH_SCHEMA = probatio.Schema({probatio.Required(ATTR_DEVICE_ID): cv.string})
+REFRESH_SCHEMA = probatio.Schema({probatio.Required(ATTR_DEVICE_ID): _DEVICES})
 
 
-def _device(hass: HomeAssistant, call: ServiceCall) -> XiaozhiDevice:
-    """Return the runtime of the device an action names."""
-    device_id: str = call.data[ATTR_DEVICE_ID]
-    if (device := hass.data[DATA_KEY].by_device_id.get(device_id)) is not None:
-        return device
-    # Not a loaded XiaoZhi device: find out what it is, to say so.
-    device_entry = dr.async_get(hass).async_get(device_id)
-    if device_entry is not None:
-        # A device belongs to one config entry; only the read-only stand-in
-        # for a device id from before that rule can name several. Reading
-        # ``config_entries`` of any other device is deprecated, and Home
-        # Assistant walks the call stack on every read to report it (about
-        # half a millisecond per action).
-        entry_ids = (
-            device_entry.config_entries
-            if device_entry.is_composite_device
-            else (device_entry.config_entry_id,)
+def _managers(call: ServiceCall) -> list[XiaozhiManager]:
+    """Return the runtimes of the targeted devices (core's checks and errors)."""
+    managers: list[XiaozhiManager] = []
+    for device_id in call.data[ATTR_DEVICE_ID]:
+        entry: XiaozhiConfigEntry
+        _device, entry = service.async_get_device_and_config_entry(
+            call.hass, DOMAIN, device_id
         )
-        for entry_id in entry_ids:
-            entry = hass.config_entries.async_get_entry(entry_id)
-            if entry is None or entry.domain != DOMAIN:
-                continue
-            raise ServiceValidationError(
-                translation_domain=DOMAIN,
-                translation_key="device_not_loaded",
-                translation_placeholders={"name": entry.title},
-            )
-    raise ServiceValidationError(
-        translation_domain=DOMAIN,
-        translation_key="invalid_device",
-        translation_placeholders={"device_id": device_id},
-    )
+        managers.append(entry.runtime_data)
+    return managers
 
 
 async def _async_call_tool(call: ServiceCall) -> ServiceResponse:
-    device = _device(call.hass, call)
+    managers = _managers(call)
+    if len(managers) != 1:
+        raise ServiceValidationError(
+            translation_domain=DOMAIN, translation_key="one_device_only"
+        )
     arguments: dict[str, Any] = call.data.get(ATTR_ARGUMENTS) or {}
-    result = await device.async_call_tool(call.data[ATTR_TOOL], arguments)
-    return {"is_error": result.is_error, "text": result.text, "json": result.json}
+    result = await managers[0].async_call_tool(call.data[ATTR_TOOL], arguments)
+    return {
+        "is_error": result.is_error,
+        "text": result.text,
+        "json": result.json,
+        "images": [
+            {"mime_type": image.mime_type, "data": image.data}
+            for image in result.images
+        ],
+    }
 
 
 async def _async_refresh(call: ServiceCall) -> None:
-    await _device(call.hass, call).async_refresh()
+    for manager in _managers(call):
+        await manager.async_refresh()
 
 
 @callback

@@ -1,9 +1,6 @@
 """Switches: tools with one boolean argument (state assumed)."""
 
-from __future__ import annotations
-
-from functools import partial
-from typing import Any
+from typing import Any, override
 
 from homeassistant.components.switch import SwitchEntity
 from homeassistant.const import STATE_ON
@@ -11,14 +8,13 @@ from homeassistant.core import HomeAssistant, callback
 from homeassistant.helpers.entity_platform import AddConfigEntryEntitiesCallback
 from homeassistant.helpers.restore_state import RestoreEntity
 
-from .device import XiaozhiConfigEntry, XiaozhiDevice
 from .entity import (
     EntityFactory,
-    XiaozhiEntity,
+    XiaozhiToolEntity,
     async_follow_device,
-    generic_tools,
-    tool_entity_name,
+    tool_entity_factories,
 )
+from .manager import XiaozhiConfigEntry, XiaozhiManager
 from .protocol import Tool
 
 PARALLEL_UPDATES = 1
@@ -32,28 +28,25 @@ async def async_setup_entry(
     """Add switches for boolean tools, now and later."""
 
     @callback
-    def wanted(device: XiaozhiDevice) -> dict[str, EntityFactory]:
-        return {
-            f"tool-{tool.name}": partial(XiaozhiToolSwitch, device, tool)
-            for tool in generic_tools(device, "switch", frozenset())
-        }
+    def wanted(manager: XiaozhiManager) -> dict[str, EntityFactory]:
+        return tool_entity_factories(manager, (), None, ("switch", XiaozhiToolSwitch))
 
-    async_follow_device(hass, entry, async_add_entities, wanted)
+    async_follow_device(entry, async_add_entities, wanted)
 
 
-class XiaozhiToolSwitch(XiaozhiEntity, SwitchEntity, RestoreEntity):
+class XiaozhiToolSwitch(XiaozhiToolEntity, SwitchEntity, RestoreEntity):
     """A tool with one boolean argument; the device does not report it back."""
 
     _attr_assumed_state = True
     _attr_is_on: bool | None = None
 
-    def __init__(self, device: XiaozhiDevice, tool: Tool) -> None:
-        """Name the switch after its tool."""
-        super().__init__(device, f"tool-{tool.name}")
-        self._tool = tool.name
+    @override
+    def apply_tool(self, tool: Tool) -> None:
+        """Take the argument's name from the tool's schema."""
+        super().apply_tool(tool)
         self._argument = tool.properties[0].name
-        self._attr_name = tool_entity_name(tool)
 
+    @override
     async def async_added_to_hass(self) -> None:
         """Restore the last state set."""
         await super().async_added_to_hass()
@@ -61,14 +54,16 @@ class XiaozhiToolSwitch(XiaozhiEntity, SwitchEntity, RestoreEntity):
             self._attr_is_on = last.state == STATE_ON
 
     async def _set(self, on: bool) -> None:
-        await self.device.async_run_tool(self._tool, {self._argument: on})
+        await self.manager.async_run_tool(self.tool.name, {self._argument: on})
         self._attr_is_on = on
         self.async_write_ha_state()
 
+    @override
     async def async_turn_on(self, **kwargs: Any) -> None:
         """Call the tool with true."""
         await self._set(True)
 
+    @override
     async def async_turn_off(self, **kwargs: Any) -> None:
         """Call the tool with false."""
         await self._set(False)

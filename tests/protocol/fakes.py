@@ -8,7 +8,12 @@ from dataclasses import dataclass
 import json
 from typing import Any
 
-from custom_components.xiaozhi.protocol import CloseReason, DeviceSession
+from custom_components.xiaozhi.protocol import (
+    CloseReason,
+    DeviceEvent,
+    DeviceEventType,
+    DeviceSession,
+)
 
 WAIT = 2.0
 STATUS_TOOL_NAME = "self.get_device_status"
@@ -113,19 +118,33 @@ type Reply = Result | Error | Raw | None
 type MethodHandler = Callable[[dict[str, Any], int], Reply]
 
 
-class FakeTransport:
+class FakeLink:
     """Records what the session sends; lets a test await each frame."""
+
+    transport = "fake"
+    remote = "192.0.2.7"
 
     def __init__(self) -> None:
         """Start with nothing sent."""
         self.sent: list[dict[str, Any]] = []
-        self.close_calls: list[tuple[int, bytes]] = []
+        self.audio: list[tuple[bytes, int]] = []
+        self.close_calls: list[str] = []
         self.closed = asyncio.Event()
         self.send_error: BaseException | None = None
         self.on_send: Callable[[dict[str, Any]], None] | None = None
         self._frames: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
 
-    async def send_str(self, data: str, compress: int | None = None) -> None:
+    def hello_fields(self) -> dict[str, Any]:
+        """Say the transport in the server hello, as the WebSocket does."""
+        return {"transport": "websocket"}
+
+    async def send_audio(self, payload: bytes, timestamp: int) -> None:
+        """Take one Opus packet (or fail as a broken socket would)."""
+        if self.send_error is not None:
+            raise self.send_error
+        self.audio.append((payload, timestamp))
+
+    async def send_text(self, data: str) -> None:
         """Take one text frame (or fail as a broken socket would)."""
         if self.send_error is not None:
             raise self.send_error
@@ -135,11 +154,10 @@ class FakeTransport:
         if self.on_send is not None:
             self.on_send(frame)
 
-    async def close(self, *, code: int = 1000, message: bytes = b"") -> bool:
+    async def close(self, message: str) -> None:
         """Remember the close and signal it."""
-        self.close_calls.append((code, message))
+        self.close_calls.append(message)
         self.closed.set()
-        return True
 
     async def next_frame(self) -> dict[str, Any]:
         """Return the next frame sent, waiting for it when needed."""
@@ -177,10 +195,10 @@ class FakeDevice:
         self.session: DeviceSession | None = None
         self._requests: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
 
-    def attach(self, session: DeviceSession, transport: FakeTransport) -> None:
-        """Answer what ``session`` sends through ``transport``."""
+    def attach(self, session: DeviceSession, link: FakeLink) -> None:
+        """Answer what ``session`` sends through ``link``."""
         self.session = session
-        transport.on_send = self._on_frame
+        link.on_send = self._on_frame
 
     def methods(self) -> list[str]:
         """Return the method of every request received so far."""
@@ -297,8 +315,8 @@ class RecordingHandler:
         self.tools_calls: list[list[str]] = []
         self.statuses: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         self.status_log: list[dict[str, Any]] = []
-        self.notifications: list[tuple[str, dict[str, Any]]] = []
-        self.messages: list[dict[str, Any]] = []
+        self.events: list[DeviceEvent] = []
+        self.audio: list[bytes] = []
         self.closed_reasons: list[CloseReason] = []
 
     def session_ready(self, session: DeviceSession) -> None:
@@ -321,15 +339,31 @@ class RecordingHandler:
         self.status_log.append(status)
         self.statuses.put_nowait(status)
 
-    def session_notification(
-        self, session: DeviceSession, method: str, params: dict[str, Any]
-    ) -> None:
-        """Record a notification."""
-        self.notifications.append((method, params))
+    def session_event(self, session: DeviceSession, event: DeviceEvent) -> None:
+        """Record a device event."""
+        self.events.append(event)
 
-    def session_message(self, session: DeviceSession, frame: dict[str, Any]) -> None:
-        """Record a non-MCP frame."""
-        self.messages.append(frame)
+    def session_audio(self, session: DeviceSession, payload: bytes) -> None:
+        """Record a microphone packet."""
+        self.audio.append(payload)
+
+    @property
+    def notifications(self) -> list[tuple[str, dict[str, Any]]]:
+        """Return the MCP notifications heard so far."""
+        return [
+            (event.data["method"], event.data["params"])
+            for event in self.events
+            if event.type is DeviceEventType.NOTIFICATION
+        ]
+
+    @property
+    def messages(self) -> list[DeviceEvent]:
+        """Return the events of frames other than MCP heard so far."""
+        return [
+            event
+            for event in self.events
+            if event.type is not DeviceEventType.NOTIFICATION
+        ]
 
     def session_closed(self, session: DeviceSession, reason: CloseReason) -> None:
         """Record the end of the session."""
@@ -342,7 +376,7 @@ class Rig:
 
     def __init__(self) -> None:
         """Wire up a device that has no tools until a test gives it some."""
-        self.transport = FakeTransport()
+        self.transport = FakeLink()
         self.device = FakeDevice()
         self.handler = RecordingHandler()
         self.sessions: list[DeviceSession] = []
@@ -350,7 +384,6 @@ class Rig:
     def open(self, **options: Any) -> DeviceSession:
         """Create a session (keep-alive off unless asked for)."""
         options.setdefault("vision_url", "http://ha.local:8123/api/xiaozhi/vision")
-        options.setdefault("vision_token", "vision-token")
         options.setdefault("keepalive_interval", None)
         session = DeviceSession(self.transport, self.handler, **options)
         self.device.attach(session, self.transport)

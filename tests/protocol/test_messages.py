@@ -187,7 +187,7 @@ def test_device_hello_wrong_type() -> None:
 
 
 def test_server_hello() -> None:
-    frame = server_hello("abc123", DEFAULT_AUDIO_PARAMS)
+    frame = server_hello("abc123", DEFAULT_AUDIO_PARAMS, {"transport": "websocket"})
     assert frame == {
         "type": "hello",
         "transport": "websocket",
@@ -230,3 +230,9 @@ def test_recover_error_reply_limits() -> None:
     request_id, message = recover_error_reply(hostile)
     assert request_id == 1
     assert message.startswith('"message":"')
+
+
+def test_server_hello_needs_a_transport() -> None:
+    """The firmware reads ``transport`` unchecked: a hello without it is a bug."""
+    with pytest.raises(TypeError):
+        server_hello("abc123", DEFAULT_AUDIO_PARAMS, {"udp": {}})

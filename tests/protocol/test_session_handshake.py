@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from custom_components.xiaozhi.protocol import CloseReason, session as session_module
+from custom_components.xiaozhi.protocol.events import event_from_frame
 from custom_components.xiaozhi.protocol.messages import DEFAULT_AUDIO_PARAMS
 
 from .fakes import (
@@ -48,7 +49,7 @@ async def test_hello_timeout_closes_the_socket(rig: Rig) -> None:
     session = rig.open(hello_timeout=0.01)
     session.start()
     await wait(rig.transport.closed.wait())
-    assert rig.transport.close_calls == [(1000, b"no hello")]
+    assert rig.transport.close_calls == ["no hello"]
     assert session.close_reason is CloseReason.HELLO_TIMEOUT
     assert rig.transport.sent == []
     await session.connection_lost()
@@ -85,7 +86,7 @@ async def test_frames_before_hello_are_ignored(
     await rig.handshake(session, HELLO_NO_MCP, start=False)
     session.feed_text('{"session_id":"","type":"listen","state":"start"}')
     assert rig.handler.messages == [
-        {"session_id": "", "type": "listen", "state": "start"}
+        event_from_frame({"session_id": "", "type": "listen", "state": "start"})
     ]
 
 
@@ -145,7 +146,7 @@ async def test_full_handshake(rig: Rig) -> None:
             "capabilities": {
                 "vision": {
                     "url": "http://ha.local:8123/api/xiaozhi/vision",
-                    "token": "vision-token",
+                    "token": session.vision_token,
                 }
             },
             "clientInfo": {"name": "home-assistant-xiaozhi", "version": "1"},
@@ -344,7 +345,7 @@ async def test_handshake_failure_closes_the_socket(
     session.start()
     session.feed_text(json.dumps(HELLO))
     await wait(rig.transport.closed.wait())
-    assert rig.transport.close_calls == [(1000, b"handshake failed")]
+    assert rig.transport.close_calls == ["handshake failed"]
     assert session.close_reason is CloseReason.HANDSHAKE_FAILED
     assert session.ready is False
     assert rig.handler.ready_calls == 0
@@ -368,7 +369,7 @@ async def test_close_during_handshake(rig: Rig) -> None:
     await wait(handshake)
     assert not handshake.cancelled()
     assert rig.handler.ready_calls == 0
-    assert rig.transport.close_calls == [(1000, b"replaced")]
+    assert rig.transport.close_calls == ["replaced"]
     await session.connection_lost()
     assert rig.handler.closed_reasons == [CloseReason.REPLACED]
 
@@ -421,7 +422,7 @@ async def test_start_twice_keeps_one_timer(rig: Rig) -> None:
     session.start()
     await wait(rig.transport.closed.wait())
     await session.connection_lost()
-    assert rig.transport.close_calls == [(1000, b"no hello")]
+    assert rig.transport.close_calls == ["no hello"]
     assert session.close_reason is CloseReason.HELLO_TIMEOUT
 
 

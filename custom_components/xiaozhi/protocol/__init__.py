@@ -1,9 +1,10 @@
 """The xiaozhi-esp32 device protocol: frames, MCP client and device session.
 
-Nothing in this package imports Home Assistant: it only needs asyncio and a
-transport with ``send_str`` and ``close``, so it can ship as its own library.
+Nothing in this package imports Home Assistant: it needs asyncio and a
+:class:`Link` to send through, so it can ship as its own library.
 """
 
+from .audio import pack_audio, parse_protocol_version, unpack_audio
 from .errors import (
     ArgumentError,
     ConnectionClosedError,
@@ -12,26 +13,37 @@ from .errors import (
     RequestTimeoutError,
     XiaozhiError,
 )
+from .events import Activity, DeviceEvent, DeviceEventType
 from .mcp import McpClient
 from .messages import DeviceHello
-from .session import CloseReason, DeviceSession, SessionHandler, Transport
-from .tools import Tool, ToolProperty, ToolResult, validate_arguments
+from .session import CloseReason, DeviceSession, Link, SessionHandler
+from .status import DeviceStatus, Setting
+from .tools import Tool, ToolImage, ToolProperty, ToolResult, validate_arguments
 
 __all__ = [
+    "Activity",
     "ArgumentError",
     "CloseReason",
     "ConnectionClosedError",
+    "DeviceEvent",
+    "DeviceEventType",
     "DeviceHello",
     "DeviceSession",
+    "DeviceStatus",
+    "Link",
     "McpClient",
     "McpError",
     "ProtocolError",
     "RequestTimeoutError",
     "SessionHandler",
+    "Setting",
     "Tool",
+    "ToolImage",
     "ToolProperty",
     "ToolResult",
-    "Transport",
     "XiaozhiError",
+    "pack_audio",
+    "parse_protocol_version",
+    "unpack_audio",
     "validate_arguments",
 ]

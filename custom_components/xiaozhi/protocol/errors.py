@@ -4,13 +4,17 @@ Every failure a caller can see derives from :class:`XiaozhiError`, so the
 Home Assistant side can turn all of them into one translated error.
 """
 
-from __future__ import annotations
-
 from typing import Any
 
 
 class XiaozhiError(Exception):
-    """Base class of every protocol-level failure."""
+    """Base class of every protocol-level failure.
+
+    ``subject`` names what failed (a tool, ``alert``, ``tools/list``) once a
+    caller knows it, for the message a user sees.
+    """
+
+    subject: str | None = None
 
 
 class ProtocolError(XiaozhiError):

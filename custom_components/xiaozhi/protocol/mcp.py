@@ -5,8 +5,6 @@ order, and may not answer at all: every request has a timeout, replies are
 matched by integer id, and a lost link fails every pending request at once.
 """
 
-from __future__ import annotations
-
 import asyncio
 from collections.abc import Awaitable, Callable
 import itertools
@@ -26,16 +24,6 @@ METHOD_NOT_FOUND = -32601
 class McpClient:
     """Send requests to the device and route what comes back."""
 
-    __slots__ = (
-        "_closed",
-        "_expired",
-        "_ids",
-        "_loop",
-        "_on_notification",
-        "_pending",
-        "_send",
-    )
-
     def __init__(
         self,
         send: SendPayload,
@@ -45,9 +33,6 @@ class McpClient:
         self._send = send
         self._on_notification = on_notification
         self._pending: dict[int, asyncio.Future[Any]] = {}
-        # Requests whose time ran out, until their task has taken the
-        # cancellation back.
-        self._expired: set[int] = set()
         self._ids = itertools.count(1)
         self._closed: BaseException | None = None
         self._loop = asyncio.get_running_loop()
@@ -73,47 +58,14 @@ class McpClient:
         payload: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
         if params is not None:
             payload["params"] = params
-        # What ``asyncio.timeout`` does, without its context manager objects
-        # (a few microseconds on every request): when time is up, cancel the
-        # task; that cancellation then ends the request as a timeout.
-        handle: asyncio.Handle | None = None
-        task: asyncio.Task[Any] | None = None
-        cancelling = 0
         try:
-            task = asyncio.current_task()
-            if task is None:
-                raise RuntimeError("MCP requests must run inside a task")
-            cancelling = task.cancelling()
-            when = self._loop.time() + timeout
-            if when <= self._loop.time():
-                handle = self._loop.call_soon(self._expire, request_id, task)
-            else:
-                handle = self._loop.call_at(when, self._expire, request_id, task)
-            await self._send(payload)
-            return await future
-        except asyncio.CancelledError:
-            if request_id in self._expired:
-                self._expired.discard(request_id)
-                if task is not None and task.uncancel() <= cancelling:
-                    raise RequestTimeoutError(method, timeout) from None
-            raise
+            async with asyncio.timeout(timeout):
+                await self._send(payload)
+                return await future
         except TimeoutError:
             raise RequestTimeoutError(method, timeout) from None
         finally:
-            if handle is not None:
-                handle.cancel()
-            if request_id in self._expired:
-                # Time ran out but the request ended another way: take the
-                # cancellation back all the same, as asyncio.timeout does.
-                self._expired.discard(request_id)
-                if task is not None:
-                    task.uncancel()
             del self._pending[request_id]
-
-    def _expire(self, request_id: int, task: asyncio.Task[Any]) -> None:
-        """Time is up for a request: cancel the task waiting for it."""
-        self._expired.add(request_id)
-        task.cancel()
 
     def handle_payload(self, payload: Any) -> dict[str, Any] | None:
         """Route one payload from the device.

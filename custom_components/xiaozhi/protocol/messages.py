@@ -1,10 +1,8 @@
 """Frames of the xiaozhi WebSocket protocol: parsing, building and limits."""
 
-from __future__ import annotations
-
 from dataclasses import dataclass, field
 import re
-from typing import Any, Final
+from typing import Any, Final, Self
 
 import orjson
 
@@ -137,7 +135,7 @@ class DeviceHello:
         return self.features.get("mcp") is True
 
     @classmethod
-    def from_frame(cls, frame: dict[str, Any]) -> DeviceHello:
+    def from_frame(cls, frame: dict[str, Any]) -> Self:
         """Read a hello frame, tolerating missing optional parts."""
         if frame.get("type") != "hello":
             raise ProtocolError(f"expected hello, got {frame.get('type')!r}")
@@ -155,11 +153,19 @@ class DeviceHello:
         )
 
 
-def server_hello(session_id: str, audio_params: dict[str, Any]) -> dict[str, Any]:
-    """Build the server's hello; ``transport`` is mandatory for the firmware."""
+def server_hello(
+    session_id: str, audio_params: dict[str, Any], transport: dict[str, Any]
+) -> dict[str, Any]:
+    """Build the server's hello.
+
+    ``transport`` holds what the transport adds, ``transport`` itself at
+    least: the firmware reads that key without a check and crashes without it.
+    """
+    if not isinstance(transport.get("transport"), str):
+        raise TypeError("the server hello needs a transport")
     return {
         "type": "hello",
-        "transport": "websocket",
+        **transport,
         "session_id": session_id,
         "audio_params": audio_params,
     }

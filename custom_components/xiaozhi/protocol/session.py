@@ -1,13 +1,13 @@
-"""One WebSocket conversation with a device.
+"""One conversation with a device, over any transport.
 
-The owner of the socket feeds every frame in (:meth:`DeviceSession.feed_text`,
-:meth:`DeviceSession.feed_binary`) and calls :meth:`DeviceSession.connection_lost`
-when the socket ends. The session answers the hello, runs the MCP handshake
-(``initialize``, paged ``tools/list``, device status), keeps the link alive and
-reports what it learns to a :class:`SessionHandler`.
+A transport (the WebSocket view, later the MQTT + UDP endpoint) owns the
+connection. It hands the session a :class:`Link` to send through, feeds in
+what arrives (:meth:`DeviceSession.feed_text`, :meth:`DeviceSession.feed_audio`)
+and calls :meth:`DeviceSession.connection_lost` when the connection ends. The
+session answers the hello, runs the MCP handshake (``initialize``, paged
+``tools/list``, device status), keeps the link alive and reports what it
+learns to a :class:`SessionHandler`.
 """
-
-from __future__ import annotations
 
 import asyncio
 from collections.abc import Coroutine
@@ -23,6 +23,8 @@ from .errors import (
     RequestTimeoutError,
     XiaozhiError,
 )
+from .events import DeviceEvent, event_from_frame, notification_event
+from .firmware import STATUS_TOOL
 from .mcp import McpClient
 from .messages import (
     DEFAULT_AUDIO_PARAMS,
@@ -38,7 +40,6 @@ from .tools import Tool, ToolResult
 
 _LOGGER = logging.getLogger(__name__)
 
-STATUS_TOOL: Final = "self.get_device_status"
 MCP_PROTOCOL_VERSION: Final = "2024-11-05"
 CLIENT_INFO: Final = {"name": "home-assistant-xiaozhi", "version": "1"}
 MAX_TOOL_PAGES: Final = 64
@@ -55,14 +56,31 @@ class CloseReason(StrEnum):
     SERVER_CLOSED = "server_closed"
 
 
-class Transport(Protocol):
-    """What the session needs from a WebSocket."""
+class Link(Protocol):
+    """The transport-neutral seam: what a session needs from a connection."""
 
-    async def send_str(self, data: str, compress: int | None = None) -> None:
-        """Send one text frame."""
+    @property
+    def transport(self) -> str:
+        """Return the transport's name (``websocket``, ``mqtt``)."""
 
-    async def close(self, *, code: int = 1000, message: bytes = b"") -> bool:
-        """Close the socket."""
+    @property
+    def remote(self) -> str | None:
+        """Return the device's address, when known."""
+
+    def hello_fields(self) -> dict[str, Any]:
+        """Return what the server hello says about the transport.
+
+        ``transport`` at least: the firmware reads it without a check.
+        """
+
+    async def send_text(self, text: str) -> None:
+        """Send one JSON message; raise ConnectionError when the link is gone."""
+
+    async def send_audio(self, payload: bytes, timestamp: int) -> None:
+        """Send one Opus packet; raise ConnectionError when the link is gone."""
+
+    async def close(self, message: str) -> None:
+        """Close the connection."""
 
 
 class SessionHandler(Protocol):
@@ -77,13 +95,11 @@ class SessionHandler(Protocol):
     def session_status(self, session: DeviceSession, status: dict[str, Any]) -> None:
         """Take a status the device reported."""
 
-    def session_notification(
-        self, session: DeviceSession, method: str, params: dict[str, Any]
-    ) -> None:
-        """Take an MCP notification from the device."""
+    def session_event(self, session: DeviceSession, event: DeviceEvent) -> None:
+        """Take something the device did (listen, abort, notification...)."""
 
-    def session_message(self, session: DeviceSession, frame: dict[str, Any]) -> None:
-        """Take a non-MCP frame sent after the hello (listen, abort...)."""
+    def session_audio(self, session: DeviceSession, payload: bytes) -> None:
+        """Take one Opus packet from the device's microphone."""
 
     def session_closed(self, session: DeviceSession, reason: CloseReason) -> None:
         """Learn that the session ended; pending requests have failed."""
@@ -94,11 +110,10 @@ class DeviceSession:
 
     def __init__(
         self,
-        transport: Transport,
+        link: Link,
         handler: SessionHandler,
         *,
         vision_url: str,
-        vision_token: str,
         request_timeout: float = 10.0,
         call_timeout: float = 30.0,
         hello_timeout: float = 10.0,
@@ -106,16 +121,16 @@ class DeviceSession:
         audio_params: dict[str, Any] | None = None,
     ) -> None:
         """Prepare a session; nothing is sent before the device's hello."""
-        self._transport = transport
+        self.link = link
         self._handler = handler
         self.session_id = secrets.token_hex(8)
         self.vision_url = vision_url
-        self.vision_token = vision_token
+        self.vision_token = secrets.token_urlsafe(24)
         self.request_timeout = request_timeout
         self.call_timeout = call_timeout
         self._hello_timeout = hello_timeout
         self._keepalive_interval = keepalive_interval
-        self._audio_params = audio_params or DEFAULT_AUDIO_PARAMS
+        self.audio_params = audio_params or DEFAULT_AUDIO_PARAMS
         self.mcp = McpClient(self._send_payload, self._on_notification)
         self.hello: DeviceHello | None = None
         self.server_info: dict[str, Any] = {}
@@ -124,8 +139,8 @@ class DeviceSession:
         self.ready = False
         self.closed = False
         self.close_reason: CloseReason | None = None
-        self.binary_frames = 0
-        self.binary_bytes = 0
+        self.audio_frames = 0
+        self.audio_bytes = 0
         self._malformed_frames = 0
         self._tasks: set[asyncio.Task[Any]] = set()
         self._keepalive_task: asyncio.Task[None] | None = None
@@ -145,30 +160,29 @@ class DeviceSession:
         _LOGGER.warning("Device sent no hello within %g s", self._hello_timeout)
         self._spawn(self.close(CloseReason.HELLO_TIMEOUT, "no hello"))
 
+    def _cancel_hello_timer(self) -> None:
+        if self._hello_timer is not None:
+            self._hello_timer.cancel()
+            self._hello_timer = None
+
     async def close(self, reason: CloseReason, message: str = "") -> None:
         """Close the link; pending requests fail at once."""
         if self.close_reason is None:
             self.close_reason = reason
-        if self._hello_timer is not None:
-            self._hello_timer.cancel()
-            self._hello_timer = None
+        self._cancel_hello_timer()
         self.mcp.close(f"session closed: {reason}")
         try:
-            await self._transport.close(
-                code=1000, message=(message or str(reason)).encode()[:120]
-            )
+            await self.link.close(message or str(reason))
         except (ConnectionError, RuntimeError) as err:  # pragma: no cover
-            _LOGGER.debug("Closing the socket failed: %s", err)
+            _LOGGER.debug("Closing the link failed: %s", err)
 
     async def connection_lost(self) -> None:
-        """Tear down after the socket ended, whatever ended it."""
+        """Tear down after the connection ended, whatever ended it."""
         if self.closed:
             return
         self.closed = True
         self.ready = False
-        if self._hello_timer is not None:
-            self._hello_timer.cancel()
-            self._hello_timer = None
+        self._cancel_hello_timer()
         reason = self.close_reason or CloseReason.DEVICE_CLOSED
         self.close_reason = reason
         self.mcp.close(f"connection lost ({reason})")
@@ -176,9 +190,9 @@ class DeviceSession:
         tasks = [task for task in self._tasks if task is not current]
         for task in tasks:
             task.cancel()
-        # Report first: the socket's owner may itself be cancelled while it
-        # waits for the tasks below (the web server does that to handlers of
-        # closed connections).
+        # Report first: the connection's owner may itself be cancelled while
+        # it waits for the tasks below (the web server does that to handlers
+        # of closed connections).
         self._handler.session_closed(self, reason)
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
@@ -201,7 +215,7 @@ class DeviceSession:
     # --- incoming -------------------------------------------------------
 
     def feed_text(self, text: str) -> None:
-        """Handle one text frame from the device."""
+        """Handle one JSON message from the device."""
         try:
             frame = parse_frame(text)
         except ProtocolError as err:
@@ -224,12 +238,18 @@ class DeviceSession:
         elif kind == "hello":
             _LOGGER.debug("Ignoring a second hello")
         else:
-            self._handler.session_message(self, frame)
+            self._handler.session_event(self, event_from_frame(frame))
 
-    def feed_binary(self, data: bytes) -> None:
-        """Count an audio frame; audio is not processed."""
-        self.binary_frames += 1
-        self.binary_bytes += len(data)
+    def feed_audio(self, payload: bytes) -> None:
+        """Handle one Opus packet from the device (already unframed)."""
+        self.audio_frames += 1
+        self.audio_bytes += len(payload)
+        if self.hello is not None and not self.closed:
+            self._handler.session_audio(self, payload)
+
+    def malformed_audio(self, err: Exception) -> None:
+        """Note a binary frame the transport could not unframe."""
+        self._malformed(err, "<binary>")
 
     def _malformed(self, err: Exception, text: str) -> None:
         self._malformed_frames += 1
@@ -239,19 +259,12 @@ class DeviceSession:
     def _on_hello(self, frame: dict[str, Any]) -> None:
         if self.close_reason is not None:
             return
-        if self._hello_timer is not None:
-            self._hello_timer.cancel()
-            self._hello_timer = None
-        try:
-            self.hello = DeviceHello.from_frame(frame)
-        except ProtocolError as err:  # pragma: no cover - from_frame checks type
-            _LOGGER.warning("Bad hello: %s", err)
-            self._spawn(self.close(CloseReason.BAD_HELLO, "bad hello"))
-            return
+        self._cancel_hello_timer()
+        self.hello = DeviceHello.from_frame(frame)
         self._spawn(self._handshake())
 
     def _on_notification(self, method: str, params: dict[str, Any]) -> None:
-        self._handler.session_notification(self, method, params)
+        self._handler.session_event(self, notification_event(method, params))
 
     # --- outgoing -------------------------------------------------------
 
@@ -264,7 +277,16 @@ class DeviceSession:
         if self.closed:
             raise ConnectionClosedError("session closed")
         try:
-            await self._transport.send_str(dumps(frame))
+            await self.link.send_text(dumps(frame))
+        except (ConnectionError, RuntimeError) as err:
+            raise ConnectionClosedError(str(err)) from err
+
+    async def send_audio(self, payload: bytes, timestamp: int = 0) -> None:
+        """Send one Opus packet; raises ConnectionClosedError when gone."""
+        if self.closed:
+            raise ConnectionClosedError("session closed")
+        try:
+            await self.link.send_audio(payload, timestamp)
         except (ConnectionError, RuntimeError) as err:
             raise ConnectionClosedError(str(err)) from err
 
@@ -282,14 +304,24 @@ class DeviceSession:
         self, status: str, message: str, emotion: str = "neutral"
     ) -> None:
         """Show a message on the device's screen."""
-        await self.send_frame(alert_frame(self.session_id, status, message, emotion))
+        try:
+            await self.send_frame(
+                alert_frame(self.session_id, status, message, emotion)
+            )
+        except XiaozhiError as err:
+            err.subject = "alert"
+            raise
 
     # --- MCP ------------------------------------------------------------
 
     async def _handshake(self) -> None:
         hello = self.hello
         try:
-            await self.send_frame(server_hello(self.session_id, self._audio_params))
+            await self.send_frame(
+                server_hello(
+                    self.session_id, self.audio_params, self.link.hello_fields()
+                )
+            )
             if hello is not None and hello.supports_mcp:
                 await self._initialize()
                 await self.list_tools()
@@ -355,7 +387,11 @@ class DeviceSession:
 
     async def refresh(self) -> None:
         """Fetch the tool list and the status again."""
-        await self.list_tools()
+        try:
+            await self.list_tools()
+        except XiaozhiError as err:
+            err.subject = "tools/list"
+            raise
         self._handler.session_tools(self)
         if STATUS_TOOL in self.tools:
             await self.refresh_status()
@@ -390,6 +426,9 @@ class DeviceSession:
             )
         except McpError as err:
             return ToolResult.from_error(err.message, err.code)
+        except XiaozhiError as err:
+            err.subject = name
+            raise
         return ToolResult.from_result(result)
 
     async def _keepalive(self, interval: float) -> None:

@@ -1,7 +1,5 @@
 """Device tools: descriptions from ``tools/list``, argument checks, results."""
 
-from __future__ import annotations
-
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 import logging
@@ -214,24 +212,21 @@ class ToolImage:
 
 @dataclass(slots=True, frozen=True, kw_only=True)
 class ToolResult:
-    """The outcome of ``tools/call``, whatever shape the device used."""
+    """The outcome of ``tools/call``, whatever shape the device used.
+
+    ``json`` is the text decoded as JSON once (the firmware answers booleans,
+    numbers and objects as text), or None when the text is not usable JSON.
+    """
 
     is_error: bool
     text: str
     images: tuple[ToolImage, ...] = ()
     code: int | None = None
+    json: Any = field(init=False, repr=False, compare=False)
 
-    @property
-    def json(self) -> Any:
-        """Return the text decoded as JSON, or None when it is not usable JSON."""
-        text = self.text.strip()
-        if not text or text[0] not in _JSON_START:
-            return None
-        try:
-            value = orjson.loads(text)
-        except orjson.JSONDecodeError:
-            return None
-        return None if json_too_deep(text, value) else value
+    def __post_init__(self) -> None:
+        """Decode the text as JSON once."""
+        object.__setattr__(self, "json", _decode_json(self.text))
 
     @classmethod
     def from_result(cls, result: Any) -> ToolResult:
@@ -268,6 +263,18 @@ class ToolResult:
     def from_error(cls, message: str, code: int | None) -> ToolResult:
         """Represent a JSON-RPC error reply to ``tools/call`` as a result."""
         return cls(is_error=True, text=message, code=code)
+
+
+def _decode_json(text: str) -> Any:
+    """Return ``text`` decoded as JSON, or None when it is not usable JSON."""
+    text = text.strip()
+    if not text or text[0] not in _JSON_START:
+        return None
+    try:
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return None
+    return None if json_too_deep(text, value) else value
 
 
 def _image(item: dict[str, Any]) -> ToolImage | None:

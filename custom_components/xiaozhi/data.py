@@ -1,0 +1,22 @@
+"""What the integration keeps once per Home Assistant instance."""
+
+from dataclasses import dataclass
+
+from homeassistant.util.hass_dict import HassKey
+
+from .const import DOMAIN
+from .pairing import PairingManager
+
+
+@dataclass(slots=True)
+class XiaozhiData:
+    """Instance-wide state: devices waiting to be paired.
+
+    Paired devices are config entries; their runtime is the entry's
+    ``runtime_data``.
+    """
+
+    pairing: PairingManager
+
+
+DATA_KEY: HassKey[XiaozhiData] = HassKey(DOMAIN)

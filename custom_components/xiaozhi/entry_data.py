@@ -1,0 +1,267 @@
+"""What is known about one paired device: tools, status, activity, pictures.
+
+The entry data holds the state entities read, the listeners they subscribe
+with, and the Store that keeps tools and status across restarts. It knows
+nothing of connections: the manager (``manager.py``) feeds it.
+"""
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Final, TypedDict, override
+
+from homeassistant.core import CALLBACK_TYPE, HomeAssistant, callback
+from homeassistant.helpers.storage import Store
+from homeassistant.util import dt as dt_util
+
+from .const import DOMAIN
+from .protocol import Activity, DeviceEvent, DeviceStatus, Tool
+
+STORAGE_VERSION: Final = 1
+STORAGE_MINOR_VERSION: Final = 1
+SAVE_DELAY: Final = 10.0
+
+
+class StoredDevice(TypedDict):
+    """What is stored about a device between restarts."""
+
+    tools: list[dict[str, Any]]
+    status: dict[str, Any]
+    board: str | None
+    firmware: str | None
+
+
+class DeviceStore(Store[StoredDevice]):
+    """The device's Store, with the hook that migrates older layouts."""
+
+    @override
+    async def _async_migrate_func(
+        self, old_major_version: int, old_minor_version: int, old_data: Any
+    ) -> StoredDevice:
+        """Bring stored data from an older version to this one.
+
+        Version 1.1 is the first layout. A future layout migrates here, so a
+        downgrade leaves data the older code can still read.
+        """
+        if old_major_version > STORAGE_VERSION:
+            raise NotImplementedError(
+                f"stored device data of version {old_major_version} is newer "
+                "than this integration"
+            )
+        data: StoredDevice = {
+            "tools": [],
+            "status": {},
+            "board": None,
+            "firmware": None,
+        }
+        if isinstance(old_data, dict):
+            data.update(old_data)  # type: ignore[typeddict-item]
+        return data
+
+
+def device_store(hass: HomeAssistant, entry_id: str) -> DeviceStore:
+    """Return the Store of a device's config entry."""
+    return DeviceStore(
+        hass,
+        STORAGE_VERSION,
+        f"{DOMAIN}.{entry_id}",
+        minor_version=STORAGE_MINOR_VERSION,
+    )
+
+
+@dataclass(slots=True, frozen=True, kw_only=True)
+class Picture:
+    """A picture the device uploaded: a camera photo or its screen."""
+
+    content: bytes
+    content_type: str
+    question: str
+    taken: datetime
+
+
+@dataclass(slots=True, frozen=True, kw_only=True)
+class LinkInfo:
+    """The device's current connection."""
+
+    transport: str
+    remote: str | None
+    client_id: str | None
+    protocol_version: int
+    connected_since: datetime
+
+
+class XiaozhiEntryData:
+    """State of one device, and who wants to hear when it changes."""
+
+    def __init__(
+        self,
+        hass: HomeAssistant,
+        entry_id: str,
+        *,
+        mac: str,
+        board: str | None,
+        firmware: str | None,
+    ) -> None:
+        """Start with what the config entry remembers."""
+        self.mac = mac
+        self.board = board
+        self.firmware = firmware
+        self.device_id: str | None = None
+        self.tools: dict[str, Tool] = {}
+        self.status = DeviceStatus()
+        self.activity = Activity.IDLE
+        self.last_photo: Picture | None = None
+        self.screen: Picture | None = None
+        self.link: LinkInfo | None = None
+        self.connects = 0
+        self._state_listeners: dict[CALLBACK_TYPE, None] = {}
+        self._tools_listeners: dict[CALLBACK_TYPE, None] = {}
+        self._status_listeners: dict[CALLBACK_TYPE, None] = {}
+        self._event_listeners: dict[Callable[[DeviceEvent], None], None] = {}
+        self._store = device_store(hass, entry_id)
+
+    # --- persistence ----------------------------------------------------
+
+    async def async_load(self) -> None:
+        """Restore the last known tools, status and board."""
+        stored = await self._store.async_load()
+        if stored is None:
+            return
+        tools = (Tool.from_json(item) for item in stored["tools"])
+        self.tools = {tool.name: tool for tool in tools if tool is not None}
+        self.status = DeviceStatus.from_json(stored["status"])
+        self.board = stored["board"] or self.board
+        self.firmware = stored["firmware"] or self.firmware
+
+    def _data_to_save(self) -> StoredDevice:
+        return {
+            "tools": [tool.as_dict() for tool in self.tools.values()],
+            "status": dict(self.status.raw),
+            "board": self.board,
+            "firmware": self.firmware,
+        }
+
+    async def async_save(self) -> None:
+        """Write what is known about the device now."""
+        await self._store.async_save(self._data_to_save())
+
+    @callback
+    def _schedule_save(self) -> None:
+        self._store.async_delay_save(self._data_to_save, SAVE_DELAY)
+
+    # --- listeners ------------------------------------------------------
+
+    @staticmethod
+    def _subscribe[T](listeners: dict[T, None], listener: T) -> CALLBACK_TYPE:
+        listeners[listener] = None
+
+        @callback
+        def remove() -> None:
+            listeners.pop(listener, None)
+
+        return remove
+
+    @callback
+    def async_subscribe_state(self, listener: CALLBACK_TYPE) -> CALLBACK_TYPE:
+        """Call ``listener`` whenever anything entities show changes."""
+        return self._subscribe(self._state_listeners, listener)
+
+    @callback
+    def async_subscribe_tools(self, listener: CALLBACK_TYPE) -> CALLBACK_TYPE:
+        """Call ``listener`` when the tool list changes."""
+        return self._subscribe(self._tools_listeners, listener)
+
+    @callback
+    def async_subscribe_status(self, listener: CALLBACK_TYPE) -> CALLBACK_TYPE:
+        """Call ``listener`` when the status changes."""
+        return self._subscribe(self._status_listeners, listener)
+
+    @callback
+    def async_subscribe_events(
+        self, listener: Callable[[DeviceEvent], None]
+    ) -> CALLBACK_TYPE:
+        """Call ``listener`` with every device event."""
+        return self._subscribe(self._event_listeners, listener)
+
+    @callback
+    def async_write_state(self) -> None:
+        """Tell every entity to write its state."""
+        for listener in list(self._state_listeners):
+            listener()
+
+    # --- updates --------------------------------------------------------
+
+    @callback
+    def async_set_identity(self, board: str | None, firmware: str | None) -> None:
+        """Take the board and firmware a connection reported."""
+        if (board or self.board, firmware or self.firmware) != (
+            self.board,
+            self.firmware,
+        ):
+            self.board = board or self.board
+            self.firmware = firmware or self.firmware
+            self._schedule_save()
+
+    @callback
+    def async_set_tools(self, tools: dict[str, Tool]) -> None:
+        """Take a tool list; entities follow it when it changed."""
+        if tools == self.tools:
+            return
+        self.tools = dict(tools)
+        self._schedule_save()
+        for listener in list(self._tools_listeners):
+            listener()
+        self.async_write_state()
+
+    @callback
+    def async_set_status(self, status: DeviceStatus) -> None:
+        """Take a status; entities follow it when it changed."""
+        if status == self.status and status.raw == self.status.raw:
+            return
+        self.status = status
+        self._schedule_save()
+        for listener in list(self._status_listeners):
+            listener()
+        self.async_write_state()
+
+    @callback
+    def async_set_activity(self, activity: Activity) -> None:
+        """Take what the device is doing now."""
+        if activity is not self.activity:
+            self.activity = activity
+            self.async_write_state()
+
+    @callback
+    def async_set_link(self, link: LinkInfo | None) -> None:
+        """Take the device's connection, or None once it is gone."""
+        if link is not None:
+            self.connects += 1
+        else:
+            self.activity = Activity.IDLE
+        self.link = link
+        self.async_write_state()
+
+    @callback
+    def async_signal_event(self, event: DeviceEvent) -> None:
+        """Pass a device event on to its listeners; follow its activity."""
+        for listener in list(self._event_listeners):
+            listener(event)
+        if (activity := event.activity) is not None:
+            self.async_set_activity(activity)
+
+    @callback
+    def async_set_picture(
+        self, kind: str, content: bytes, content_type: str, question: str = ""
+    ) -> None:
+        """Keep the latest ``photo`` or ``screen`` picture."""
+        picture = Picture(
+            content=content,
+            content_type=content_type,
+            question=question,
+            taken=dt_util.utcnow(),
+        )
+        if kind == "photo":
+            self.last_photo = picture
+        else:
+            self.screen = picture
+        self.async_write_state()

@@ -1,0 +1,61 @@
+"""Turn protocol failures into translated Home Assistant errors, in one place."""
+
+from collections.abc import Callable, Coroutine
+from functools import wraps
+from typing import Any, Concatenate, Protocol
+
+from homeassistant.exceptions import HomeAssistantError, ServiceValidationError
+
+from .const import DOMAIN
+from .protocol import (
+    ArgumentError,
+    ConnectionClosedError,
+    RequestTimeoutError,
+    XiaozhiError,
+)
+
+
+class Named(Protocol):
+    """Something with a name users know: the device a command is for."""
+
+    @property
+    def name(self) -> str:
+        """Return the name."""
+
+
+def device_error(err: XiaozhiError, name: str) -> HomeAssistantError:
+    """Return the translated Home Assistant error for a protocol failure."""
+    placeholders = {"tool": err.subject or "?", "name": name}
+    if isinstance(err, ArgumentError):
+        return ServiceValidationError(
+            translation_domain=DOMAIN,
+            translation_key=err.reason,
+            translation_placeholders={**placeholders, **err.placeholders},
+        )
+    if isinstance(err, RequestTimeoutError):
+        key = "timeout"
+    elif isinstance(err, ConnectionClosedError):
+        key = "connection_lost"
+    else:
+        key = "device_error"
+        placeholders["error"] = str(err)
+    return HomeAssistantError(
+        translation_domain=DOMAIN,
+        translation_key=key,
+        translation_placeholders=placeholders,
+    )
+
+
+def device_command[SelfT: Named, **P, R](
+    func: Callable[Concatenate[SelfT, P], Coroutine[Any, Any, R]],
+) -> Callable[Concatenate[SelfT, P], Coroutine[Any, Any, R]]:
+    """Decorate a command so that protocol failures reach the user translated."""
+
+    @wraps(func)
+    async def handler(self: SelfT, *args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return await func(self, *args, **kwargs)
+        except XiaozhiError as err:
+            raise device_error(err, self.name) from err
+
+    return handler  # type: ignore[return-value]
