@@ -354,6 +354,8 @@ async def test_options(
     result = await hass.config_entries.options.async_init(entry.entry_id)
     assert result["type"] is FlowResultType.FORM
     assert result["step_id"] == "init"
+    # The dialog says which device it is for.
+    assert result["description_placeholders"] == {"name": entry.title}
     result = await hass.config_entries.options.async_configure(
         result["flow_id"], user_input
     )

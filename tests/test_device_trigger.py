@@ -5,7 +5,9 @@ import asyncio
 from homeassistant.components import automation
 from homeassistant.components.device_automation import DeviceAutomationType
 from homeassistant.core import HomeAssistant, ServiceCall
+from homeassistant.helpers import config_validation as cv
 from homeassistant.setup import async_setup_component
+import probatio
 import pytest
 from pytest_homeassistant_custom_component.common import (
     MockConfigEntry,
@@ -13,7 +15,11 @@ from pytest_homeassistant_custom_component.common import (
 )
 
 from custom_components.xiaozhi.const import DOMAIN
-from custom_components.xiaozhi.device_trigger import TRIGGER_SCHEMA, TRIGGER_TYPES
+from custom_components.xiaozhi.device_trigger import (
+    TRIGGER_SCHEMA,
+    TRIGGER_TYPES,
+    async_get_trigger_capabilities,
+)
 from simulator import SimulatedDevice
 
 
@@ -27,6 +33,23 @@ async def test_triggers_listed(
     )
     ours = {t["type"] for t in triggers if t["domain"] == DOMAIN}
     assert ours == set(TRIGGER_TYPES)
+    # What the event entity can show, automations can start on.
+    assert {"speaking_started", "speaking_stopped", "message"} <= ours
+
+
+async def test_wake_word_trigger_offers_a_phrase(
+    hass: HomeAssistant, init_integration: MockConfigEntry
+) -> None:
+    """The wake word trigger has an optional phrase field; others have none."""
+    device_id = init_integration.runtime_data.data.device_id
+    base = {"platform": "device", "domain": DOMAIN, "device_id": device_id}
+    capabilities = await async_get_trigger_capabilities(
+        hass, {**base, "type": "wake_word"}
+    )
+    assert probatio.to_field_list(
+        capabilities["extra_fields"], custom_serializer=cv.custom_serializer
+    ) == [{"name": "text", "optional": True, "required": False, "type": "string"}]
+    assert await async_get_trigger_capabilities(hass, {**base, "type": "aborted"}) == {}
 
 
 async def test_wake_word_trigger_fires(
@@ -35,7 +58,10 @@ async def test_wake_word_trigger_fires(
     simulator: SimulatedDevice,
     service_calls: list[ServiceCall],
 ) -> None:
-    """An automation on the wake word runs when the device hears it."""
+    """An automation on the wake word runs when the device hears it.
+
+    One that names another phrase does not.
+    """
     device_id = init_integration.runtime_data.data.device_id
     assert await async_setup_component(
         hass,
@@ -53,6 +79,16 @@ async def test_wake_word_trigger_fires(
                         "service": "test.automation",
                         "data_template": {"text": "{{ trigger.event.data.text }}"},
                     },
+                },
+                {
+                    "trigger": {
+                        "platform": "device",
+                        "domain": DOMAIN,
+                        "device_id": device_id,
+                        "type": "wake_word",
+                        "text": "Hey Jarvis",
+                    },
+                    "action": {"service": "test.automation", "data": {"text": "!"}},
                 },
                 {
                     "trigger": {

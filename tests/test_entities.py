@@ -638,3 +638,40 @@ async def test_state_change_notification_is_one_logbook_line(
     await hass.async_block_till_done()
     assert hass.states.get(activity).state == "speaking"
     assert hass.states.get(event_entity) == before
+
+
+async def test_assumed_states_survive_a_restart(
+    hass: HomeAssistant,
+    rich_entry: MockConfigEntry,
+    rich_device: SimulatedDevice,
+) -> None:
+    """Light, switch and number states the device never reports are restored."""
+    hass.config_entries.async_update_entry(rich_entry, options={CONF_KEEPALIVE: False})
+    light = entity_id(hass, "light", "tool-self.light.set_rgb", MAC2)
+    switch = entity_id(hass, "switch", "tool-self.led.set_enabled", MAC2)
+    number = entity_id(hass, "number", "tool-self.motor.set_speed", MAC2)
+    await hass.services.async_call(
+        "light",
+        SERVICE_TURN_ON,
+        {ATTR_ENTITY_ID: light, "rgb_color": (0, 0, 255), "brightness": 51},
+        blocking=True,
+    )
+    await hass.services.async_call(
+        "switch", SERVICE_TURN_ON, {ATTR_ENTITY_ID: switch}, blocking=True
+    )
+    await hass.services.async_call(
+        "number",
+        SERVICE_SET_VALUE,
+        {ATTR_ENTITY_ID: number, ATTR_VALUE: 4},
+        blocking=True,
+    )
+    await rich_device.stop()
+    assert await hass.config_entries.async_reload(rich_entry.entry_id)
+    await hass.async_block_till_done()
+
+    state = hass.states.get(light)
+    assert state.state == STATE_ON
+    assert state.attributes["rgb_color"] == (0, 0, 255)
+    assert state.attributes["brightness"] == 51
+    assert hass.states.get(switch).state == STATE_ON
+    assert hass.states.get(number).state == "4"

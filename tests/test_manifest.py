@@ -9,6 +9,8 @@ from homeassistant.const import __version__ as ha_version
 import pytest
 import yaml
 
+from custom_components.xiaozhi.protocol import Activity, DeviceEventType
+
 ROOT = Path(__file__).parent.parent
 COMPONENT = ROOT / "custom_components" / "xiaozhi"
 MANIFEST = json.loads((COMPONENT / "manifest.json").read_text(encoding="utf-8"))
@@ -115,3 +117,19 @@ def test_services_translated() -> None:
         assert set(translated[service].get("fields", {})) == fields
         for field in fields:
             assert translated[service]["fields"][field]["name"]
+
+
+def test_icons_match_states() -> None:
+    """State icons name real states; an event's are keyed by its event type.
+
+    An event entity's state is a timestamp, so icons per event type belong
+    under ``state_attributes.event_type.state``.
+    """
+    icons = json.loads((COMPONENT / "icons.json").read_text(encoding="utf-8"))
+    event = icons["entity"]["event"]["device_event"]
+    assert "state" not in event
+    assert set(event["state_attributes"]["event_type"]["state"]) == {
+        event_type.value for event_type in DeviceEventType
+    }
+    activity = icons["entity"]["sensor"]["activity"]["state"]
+    assert set(activity) == {state.value for state in Activity}

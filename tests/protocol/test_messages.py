@@ -7,7 +7,13 @@ from typing import Any
 
 import pytest
 
-from custom_components.xiaozhi.protocol import DeviceHello, ProtocolError
+from custom_components.xiaozhi.protocol import (
+    DeviceHello,
+    ProtocolError,
+    pack_audio,
+    parse_protocol_version,
+    unpack_audio,
+)
 from custom_components.xiaozhi.protocol.messages import (
     DEFAULT_AUDIO_PARAMS,
     MAX_TEXT_FRAME,
@@ -236,3 +242,40 @@ def test_server_hello_needs_a_transport() -> None:
     """The firmware reads ``transport`` unchecked: a hello without it is a bug."""
     with pytest.raises(TypeError):
         server_hello("abc123", DEFAULT_AUDIO_PARAMS, {"udp": {}})
+
+
+@pytest.mark.parametrize(
+    ("header", "version"),
+    [(None, 1), ("1", 1), ("2", 2), ("3", 3), ("4", 1), ("x", 1), ("", 1)],
+)
+def test_protocol_version_header(header: str | None, version: int) -> None:
+    """Unknown or malformed versions fall back to raw Opus frames."""
+    assert parse_protocol_version(header) == version
+
+
+@pytest.mark.parametrize(
+    ("data", "version", "error"),
+    [
+        (b"\x00\x02\x00\x00", 2, "no v2 header"),
+        (b"\x00\x00", 3, "no v3 header"),
+        (b"\x01\x00\x00\x02ab", 3, "type 1 is not audio"),
+        (b"\x00\x00\x00\x05ab", 3, "says 5 payload bytes but holds 2"),
+        (
+            b"\x00\x02\x00\x00" + b"\x00" * 8 + b"\x00\x00\x00\x01ab",
+            2,
+            "says 1 payload bytes but holds 2",
+        ),
+    ],
+)
+def test_bad_audio_frames(data: bytes, version: int, error: str) -> None:
+    with pytest.raises(ProtocolError, match=error):
+        unpack_audio(data, version)
+
+
+def test_audio_frames_per_version() -> None:
+    payload = b"opus"
+    assert pack_audio(payload, 1) == payload
+    assert pack_audio(payload, 2, 60) == (
+        b"\x00\x02\x00\x00\x00\x00\x00\x00\x00\x00\x00\x3c\x00\x00\x00\x04opus"
+    )
+    assert pack_audio(payload, 3) == b"\x00\x00\x00\x04opus"
