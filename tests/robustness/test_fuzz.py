@@ -40,8 +40,7 @@ from custom_components.xiaozhi.protocol.messages import (
     recover_error_reply,
 )
 from custom_components.xiaozhi.protocol.tools import ToolImage, ToolProperty
-
-from .protocol.fakes import (
+from tests.protocol.fakes import (
     HELLO,
     SILENT,
     STATUS,
@@ -54,6 +53,8 @@ from .protocol.fakes import (
     tool_json,
     wait,
 )
+
+pytestmark = pytest.mark.slow
 
 VOLUME = "self.audio_speaker.set_volume"
 SILENT_TOOL = "self.never.answers"

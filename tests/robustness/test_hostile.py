@@ -43,8 +43,16 @@ from custom_components.xiaozhi.manager import XiaozhiManager
 from custom_components.xiaozhi.protocol import CloseReason, DeviceEvent, DeviceSession
 from custom_components.xiaozhi.protocol.messages import MAX_DEPTH
 from simulator import TINY_JPEG, DeviceConnectionError, SimulatedDevice
+from tests.conftest import (
+    MAC,
+    TOKEN,
+    WS_URL,
+    device_headers,
+    system_info,
+    wait_for_runtime,
+)
 
-from .conftest import MAC, TOKEN, WS_URL, device_headers, system_info, wait_for_runtime
+pytestmark = pytest.mark.slow
 
 VOLUME = "self.audio_speaker.set_volume"
 STATUS = "self.get_device_status"

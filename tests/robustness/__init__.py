@@ -1,0 +1,1 @@
+"""Long robustness runs: fuzzing and hostile devices (marked slow)."""
