@@ -1,7 +1,5 @@
 """Command line: ``python -m bench [--smoke] [--only ...] [--profile]``."""
 
-from __future__ import annotations
-
 import argparse
 import asyncio
 from collections.abc import Callable, Coroutine

@@ -14,8 +14,6 @@ This module does not import Home Assistant: device fleets run it in their own
 process.
 """
 
-from __future__ import annotations
-
 import asyncio
 from dataclasses import dataclass
 import time

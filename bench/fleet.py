@@ -8,8 +8,6 @@ parent drives it over a pipe. Both offer the same coroutines.
 This module does not import Home Assistant.
 """
 
-from __future__ import annotations
-
 import asyncio
 from collections.abc import Sequence
 import multiprocessing

@@ -1,7 +1,5 @@
 """Percentiles and summaries of timing samples."""
 
-from __future__ import annotations
-
 from collections.abc import Sequence
 import math
 from typing import Any

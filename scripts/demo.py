@@ -13,8 +13,6 @@
 5. keeps running until Ctrl-C (or stops right away with ``--once``).
 """
 
-from __future__ import annotations
-
 import argparse
 import asyncio
 from collections.abc import Iterable, Mapping, Sequence

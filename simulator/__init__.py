@@ -10,8 +10,6 @@ Use it from tests::
 or from a shell: ``python -m simulator --help``.
 """
 
-from __future__ import annotations
-
 from .config import (
     DEFAULT_MAC,
     DeviceConfig,

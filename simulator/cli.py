@@ -1,7 +1,5 @@
 """Command line: run one or more simulated devices until Ctrl-C."""
 
-from __future__ import annotations
-
 import argparse
 import asyncio
 from collections.abc import Sequence

@@ -1,7 +1,5 @@
 """Device configuration, fault switches and ready-made board tools."""
 
-from __future__ import annotations
-
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 import json

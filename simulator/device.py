@@ -10,8 +10,6 @@ wait for it with :meth:`SimulatedDevice.wait_for` and friends instead of
 sleeping.
 """
 
-from __future__ import annotations
-
 import asyncio
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field

@@ -4,18 +4,29 @@ Registration order follows the firmware: the common AI-visible tools come
 first, then the board's own tools, then the user-only tools.
 """
 
-from __future__ import annotations
+from dataclasses import replace
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
 
-from typing import TYPE_CHECKING, Any
-
+from .config import tool_from_dict
 from .jpeg import TINY_JPEG
 from .ota import system_info
-from .tools import ArgumentValue, PropertySpec, ToolError, ToolResult, ToolSpec
+from .tools import ArgumentValue, ToolError, ToolHandler, ToolResult, ToolSpec
 from .transport import chunked, multipart_parts
 
 if TYPE_CHECKING:
     from .config import DeviceConfig
     from .device import SimulatedDevice
+
+FIRMWARE: Final[dict[str, Any]] = json.loads(
+    Path(__file__).with_name("firmware.json").read_text(encoding="utf-8")
+)
+"""What a board says: hello, server info, built-in tools, status (shared with
+the protocol tests and the benchmarks, so they cannot drift apart)."""
+BUILTIN_TOOLS: Final[dict[str, dict[str, Any]]] = {
+    tool["name"]: tool for tool in FIRMWARE["tools"]
+}
 
 THEMES = ("light", "dark")
 SCREEN_WIDTH = 320
@@ -193,140 +204,50 @@ async def _set_assets_url(
     return True
 
 
-def _url(name: str = "url", default: str | None = None) -> PropertySpec:
-    return PropertySpec(name=name, type="string", default=default)
+def _builtin(name: str, handler: ToolHandler) -> ToolSpec:
+    """Return a built-in tool as ``firmware.json`` lists it, with its handler."""
+    listed = BUILTIN_TOOLS[name]
+    annotations = listed.get("annotations") or {}
+    return replace(
+        tool_from_dict(listed),
+        user_only="user" in annotations.get("audience", ()),
+        handler=handler,
+    )
 
 
 def build_tools(config: DeviceConfig) -> list[ToolSpec]:
     """Return the device's tools in firmware registration order.
 
-    A tool whose name is already registered is skipped, as the firmware does.
+    Names, descriptions and schemas come from ``firmware.json``; what the
+    board has decides which are registered. A tool whose name is already
+    registered is skipped, as the firmware does.
     """
-    tools: list[ToolSpec] = [
-        ToolSpec(
-            name="self.get_device_status",
-            description=(
-                "Returns the live state of the device: speaker volume, screen, "
-                "battery, network and chip.\n"
-                "Use it to answer questions about the device's current condition "
-                "and as the first step before changing a setting whose current "
-                "value is unknown."
-            ),
-            handler=_get_device_status,
-        ),
-        ToolSpec(
-            name="self.audio_speaker.set_volume",
-            description=(
-                "Sets the speaker volume. When the current volume is unknown, "
-                "call `self.get_device_status` first."
-            ),
-            properties=[
-                PropertySpec(name="volume", type="integer", minimum=0, maximum=100)
-            ],
-            handler=_set_volume,
-        ),
+    tools = [
+        _builtin("self.get_device_status", _get_device_status),
+        _builtin("self.audio_speaker.set_volume", _set_volume),
     ]
     if config.screen:
         tools += [
-            ToolSpec(
-                name="self.screen.set_brightness",
-                description="Sets the brightness of the screen backlight.",
-                properties=[
-                    PropertySpec(
-                        name="brightness", type="integer", minimum=0, maximum=100
-                    )
-                ],
-                handler=_set_brightness,
-            ),
-            ToolSpec(
-                name="self.screen.set_theme",
-                description="Switches the screen theme: `light` or `dark`.",
-                properties=[PropertySpec(name="theme", type="string")],
-                handler=_set_theme,
-            ),
+            _builtin("self.screen.set_brightness", _set_brightness),
+            _builtin("self.screen.set_theme", _set_theme),
         ]
     if config.camera:
-        tools.append(
-            ToolSpec(
-                name="self.camera.take_photo",
-                description=(
-                    "Takes a photo and explains it. Use it when the user asks you "
-                    "to look at something.\n"
-                    "Args:\n  `question`: what to ask about the photo.\n"
-                    "Return:\n  A JSON object describing the photo."
-                ),
-                properties=[PropertySpec(name="question", type="string")],
-                handler=_take_photo,
-            )
-        )
+        tools.append(_builtin("self.camera.take_photo", _take_photo))
     tools += config.extra_tools
     if config.user_tools:
         tools += [
-            ToolSpec(
-                name="self.get_system_info",
-                description="Returns system information.",
-                user_only=True,
-                handler=_get_system_info,
-            ),
-            ToolSpec(
-                name="self.reboot",
-                description="Restarts the device.",
-                user_only=True,
-                handler=_reboot,
-            ),
-            ToolSpec(
-                name="self.upgrade_firmware",
-                description=(
-                    "Downloads firmware from the given URL, installs it and "
-                    "restarts the device."
-                ),
-                properties=[_url(default=UPGRADE_URL_DEFAULT)],
-                user_only=True,
-                handler=_upgrade_firmware,
-            ),
+            _builtin("self.get_system_info", _get_system_info),
+            _builtin("self.reboot", _reboot),
+            _builtin("self.upgrade_firmware", _upgrade_firmware),
         ]
         if config.screen:
             tools += [
-                ToolSpec(
-                    name="self.screen.get_info",
-                    description="Returns screen information: width, height, etc.",
-                    user_only=True,
-                    handler=_screen_info,
-                ),
-                ToolSpec(
-                    name="self.screen.snapshot",
-                    description="Captures the screen and uploads it to the URL.",
-                    properties=[
-                        _url(),
-                        PropertySpec(
-                            name="quality",
-                            type="integer",
-                            default=80,
-                            minimum=1,
-                            maximum=100,
-                        ),
-                    ],
-                    user_only=True,
-                    handler=_snapshot,
-                ),
-                ToolSpec(
-                    name="self.screen.preview_image",
-                    description="Shows the image at the URL on the screen.",
-                    properties=[_url()],
-                    user_only=True,
-                    handler=_preview_image,
-                ),
+                _builtin("self.screen.get_info", _screen_info),
+                _builtin("self.screen.snapshot", _snapshot),
+                _builtin("self.screen.preview_image", _preview_image),
             ]
         if config.assets:
-            tools.append(
-                ToolSpec(
-                    name="self.assets.set_download_url",
-                    description="Sets the URL the assets are downloaded from.",
-                    properties=[_url()],
-                    user_only=True,
-                    handler=_set_assets_url,
-                )
-            )
+            tools.append(_builtin("self.assets.set_download_url", _set_assets_url))
     unique: list[ToolSpec] = []
     seen: set[str] = set()
     for tool in tools:

@@ -1,7 +1,5 @@
 """A tiny valid JPEG (8x8 pixels, one colour) used as photo and snapshot."""
 
-from __future__ import annotations
-
 TINY_JPEG: bytes = bytes.fromhex(
     "ffd8ffe000104a46494600010100000100010000ffdb004300100b0c0e0c0a10"
     "0e0d0e1211101318281a181616183123251d283a333d3c3933383740485c4e40"

@@ -19,8 +19,6 @@ In "other implementation" mode errors are proper JSON with a ``code``
 results with ``isError: true``.
 """
 
-from __future__ import annotations
-
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping
 from contextvars import ContextVar

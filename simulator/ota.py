@@ -6,8 +6,6 @@ carry ``activation`` (a code to show and a challenge to confirm by polling
 precedence over ``websocket``), ``server_time`` and ``firmware``.
 """
 
-from __future__ import annotations
-
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 import hashlib

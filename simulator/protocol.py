@@ -5,8 +5,6 @@ The firmware assembles most of its text frames by string concatenation with
 the same, so a server sees byte-identical frames.
 """
 
-from __future__ import annotations
-
 from collections.abc import Mapping
 from dataclasses import dataclass
 import struct

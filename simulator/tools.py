@@ -16,8 +16,6 @@ into an MCP result all follow the xiaozhi-esp32 firmware:
   content item.
 """
 
-from __future__ import annotations
-
 import base64
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field

@@ -6,8 +6,6 @@ server through :class:`aiohttp.test_utils.TestClient` (which only accepts
 relative paths) pass it together with :func:`relative_url` as URL rewriter.
 """
 
-from __future__ import annotations
-
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Protocol
 

@@ -1,7 +1,5 @@
 """Fixtures for protocol tests: a fake socket, a scripted device, no hass."""
 
-from __future__ import annotations
-
 from collections.abc import AsyncGenerator
 
 import pytest

@@ -1,7 +1,5 @@
 """In-memory stand-ins for a WebSocket, a xiaozhi device and a session owner."""
 
-from __future__ import annotations
-
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -14,32 +12,21 @@ from custom_components.xiaozhi.protocol import (
     DeviceEventType,
     DeviceSession,
 )
+from simulator.device_tools import BUILTIN_TOOLS, FIRMWARE
 
 WAIT = 2.0
 STATUS_TOOL_NAME = "self.get_device_status"
 
-HELLO: dict[str, Any] = {
-    "type": "hello",
-    "version": 1,
-    "features": {"mcp": True},
-    "transport": "websocket",
-    "audio_params": {
-        "format": "opus",
-        "sample_rate": 16000,
-        "channels": 1,
-        "frame_duration": 60,
-    },
-}
+# What a board says, shared with the simulator and the benchmarks.
+HELLO: dict[str, Any] = FIRMWARE["hello"]
 HELLO_NO_MCP: dict[str, Any] = {
     key: value for key, value in HELLO.items() if key != "features"
 }
-
-STATUS: dict[str, Any] = {
-    "audio_speaker": {"volume": 70},
-    "battery": {"level": 85, "charging": False},
-}
-
-SERVER_INFO = {"name": "bread-compact-wifi", "version": "2.0.4"}
+STATUS: dict[str, Any] = FIRMWARE["status"]
+SERVER_INFO: dict[str, Any] = FIRMWARE["server_info"]
+STATUS_TOOL = BUILTIN_TOOLS[STATUS_TOOL_NAME]
+VOLUME_TOOL = BUILTIN_TOOLS["self.audio_speaker.set_volume"]
+REBOOT_TOOL = BUILTIN_TOOLS["self.reboot"]
 
 
 def tool_json(name: str, **properties: dict[str, Any]) -> dict[str, Any]:
@@ -53,14 +40,6 @@ def tool_json(name: str, **properties: dict[str, Any]) -> dict[str, Any]:
             "required": list(properties),
         },
     }
-
-
-STATUS_TOOL = tool_json(STATUS_TOOL_NAME)
-VOLUME_TOOL = tool_json(
-    "self.audio_speaker.set_volume",
-    volume={"type": "integer", "minimum": 0, "maximum": 100},
-)
-REBOOT_TOOL = {**tool_json("self.reboot"), "annotations": {"audience": ["user"]}}
 
 
 def text_result(text: str, *, is_error: bool = False) -> dict[str, Any]:

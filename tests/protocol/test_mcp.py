@@ -1,7 +1,5 @@
 """The JSON-RPC client: id matching, errors, notifications, timeouts, close."""
 
-from __future__ import annotations
-
 import asyncio
 from typing import Any
 

@@ -1,7 +1,5 @@
 """Frame parsing, the firmware's broken error frames, hello in both directions."""
 
-from __future__ import annotations
-
 import json
 from typing import Any
 

@@ -1,7 +1,5 @@
 """A device session from the first frame to ``session_ready``."""
 
-from __future__ import annotations
-
 import asyncio
 from collections.abc import Callable
 import json

@@ -1,7 +1,5 @@
 """A ready session: frames from the device, tool calls, keep-alive, the end."""
 
-from __future__ import annotations
-
 import asyncio
 import json
 import logging

@@ -1,7 +1,5 @@
 """Tool descriptions, argument checks and the shapes of tool results."""
 
-from __future__ import annotations
-
 from typing import Any
 
 import pytest
@@ -49,7 +47,7 @@ def test_from_json_valid() -> None:
     tool = Tool.from_json(VOLUME_TOOL)
     assert tool is not None
     assert tool.name == "self.audio_speaker.set_volume"
-    assert tool.description == "Tool self.audio_speaker.set_volume"
+    assert tool.description == VOLUME_TOOL["description"]
     assert tool.user_only is False
     assert tool.properties == (
         ToolProperty(

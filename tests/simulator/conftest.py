@@ -1,7 +1,5 @@
 """A small fake xiaozhi server for the simulator's own tests."""
 
-from __future__ import annotations
-
 import asyncio
 from collections.abc import AsyncIterator, Callable
 import json

@@ -1,7 +1,5 @@
 """The command line: parsing, configurations, running and Ctrl-C."""
 
-from __future__ import annotations
-
 import asyncio
 import json
 import logging

@@ -1,7 +1,5 @@
 """The WebSocket side: headers, hello, session id, dispatch, link lifecycle."""
 
-from __future__ import annotations
-
 import asyncio
 import json
 import logging

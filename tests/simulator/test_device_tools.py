@@ -1,13 +1,12 @@
 """Built-in tools and their effects on the simulated state."""
 
-from __future__ import annotations
-
 import json
 from typing import Any
 
 import pytest
 
-from simulator import TINY_JPEG, SimulatedDevice, device_status
+from simulator import TINY_JPEG, DeviceConfig, SimulatedDevice, device_status
+from simulator.device_tools import FIRMWARE
 
 from .conftest import WAIT, Conn, DeviceFactory, FakeServer
 
@@ -222,3 +221,15 @@ async def test_user_tools_flag(
         assert text_of(reply) == "true"
     else:
         assert reply["error"]["message"] == "Unknown tool: self.reboot"
+
+
+def test_firmware_data_is_what_the_simulator_says() -> None:
+    """firmware.json, read by the protocol tests and the bench, stays true."""
+    device = SimulatedDevice(DeviceConfig(camera=True, battery=True))
+    assert [tool.to_json() for tool in device.tools] == FIRMWARE["tools"]
+    assert json.loads(device._hello_text()) == FIRMWARE["hello"]
+    assert device_status(device) == FIRMWARE["status"]
+    assert FIRMWARE["server_info"] == {
+        "name": device.config.board,
+        "version": device.config.firmware,
+    }

@@ -1,7 +1,5 @@
 """The device's MCP server, rule by rule."""
 
-from __future__ import annotations
-
 import itertools
 import json
 from typing import Any

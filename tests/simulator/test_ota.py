@@ -1,7 +1,5 @@
 """OTA check, activation polling, provisioning and the run loop."""
 
-from __future__ import annotations
-
 import asyncio
 import hashlib
 import hmac

@@ -1,7 +1,5 @@
 """Frame builders, binary framing and transport helpers."""
 
-from __future__ import annotations
-
 import pytest
 
 from simulator import decode_audio, encode_audio, mask_token, relative_url

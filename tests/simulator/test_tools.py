@@ -1,7 +1,5 @@
 """Tool definitions, argument rules, presets and tools files."""
 
-from __future__ import annotations
-
 import json
 from pathlib import Path
 from typing import Any
