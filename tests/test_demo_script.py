@@ -1,12 +1,9 @@
-"""Tests for the pure helpers of scripts/demo.py (no Home Assistant is started)."""
+"""Tests for the pure helpers of the demo package (no Home Assistant is started)."""
 
 from datetime import UTC, datetime
-import importlib.util
 import json
 from pathlib import Path
 import re
-import sys
-from types import ModuleType
 from typing import Any
 
 from homeassistant.bootstrap import CORE_INTEGRATIONS, DEFAULT_INTEGRATIONS
@@ -19,25 +16,14 @@ from homeassistant.components.http.config import (
 from homeassistant.util.yaml import load_yaml_dict
 import pytest
 
+import demo
+from demo import client, devices, files, main
+from simulator import SimulatedDevice
+
 ROOT = Path(__file__).resolve().parent.parent
 COMPONENTS = Path(homeassistant.components.__file__).parent
 NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 MAC_1 = "02:00:5a:48:00:01"
-
-
-def _load_demo() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "xiaozhi_demo_script", ROOT / "scripts" / "demo.py"
-    )
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-demo = _load_demo()
 
 
 @pytest.fixture(autouse=True)
@@ -49,7 +35,7 @@ def auto_enable_custom_integrations() -> None:
 
 
 def test_parse_args_defaults() -> None:
-    args = demo.parse_args([])
+    args = main.parse_args([])
     assert args.port == 8123
     assert args.once is False
     assert args.reset is False
@@ -57,7 +43,7 @@ def test_parse_args_defaults() -> None:
 
 
 def test_parse_args_options() -> None:
-    args = demo.parse_args(["--port", "8124", "--once", "--reset", "--timeout", "30"])
+    args = main.parse_args(["--port", "8124", "--once", "--reset", "--timeout", "30"])
     assert (args.port, args.once, args.reset, args.timeout) == (8124, True, True, 30)
 
 
@@ -69,7 +55,7 @@ def test_parse_args_rejects(
     argv: list[str], capsys: pytest.CaptureFixture[str]
 ) -> None:
     with pytest.raises(SystemExit):
-        demo.parse_args(argv)
+        main.parse_args(argv)
     assert "error" in capsys.readouterr().err
 
 
@@ -82,7 +68,7 @@ def test_urls() -> None:
 
 
 def test_http_store_is_what_home_assistant_reads() -> None:
-    store = demo.http_store(8124, NOW.isoformat())
+    store = files.http_store(8124, NOW.isoformat())
     assert store["key"] == "http"
     assert (store["version"], store["minor_version"]) == (
         STORAGE_VERSION,
@@ -102,33 +88,33 @@ def test_http_store_is_what_home_assistant_reads() -> None:
 
 def test_write_http_store(tmp_path: Path) -> None:
     path = tmp_path / ".storage" / "http"
-    assert demo.write_http_store(tmp_path, 8124, NOW) is True
+    assert files.write_http_store(tmp_path, 8124, NOW) is True
     assert path.stat().st_mode & 0o777 == 0o600
     first = json.loads(path.read_text())
-    assert first == demo.http_store(8124, NOW.isoformat())
+    assert first == files.http_store(8124, NOW.isoformat())
 
     # Same settings later: left alone (Home Assistant's created_at stays).
     later = datetime(2026, 5, 5, tzinfo=UTC)
-    assert demo.write_http_store(tmp_path, 8124, later) is False
+    assert files.write_http_store(tmp_path, 8124, later) is False
     assert json.loads(path.read_text()) == first
 
     # Another port: rewritten.
-    assert demo.write_http_store(tmp_path, 8125, later) is True
+    assert files.write_http_store(tmp_path, 8125, later) is True
     assert json.loads(path.read_text())["data"]["stable"]["server_port"] == 8125
 
 
 def test_write_http_store_replaces_pending_and_junk(tmp_path: Path) -> None:
     path = tmp_path / ".storage" / "http"
-    store = demo.http_store(8124, NOW.isoformat())
+    store = files.http_store(8124, NOW.isoformat())
     store["data"]["pending"] = dict(store["data"]["stable"], server_port=9999)
     path.parent.mkdir()
     path.write_text(json.dumps(store))
-    assert demo.write_http_store(tmp_path, 8124, NOW) is True
+    assert files.write_http_store(tmp_path, 8124, NOW) is True
     assert json.loads(path.read_text())["data"]["pending"] is None
 
     path.write_text("not json")
-    assert demo.write_http_store(tmp_path, 8124, NOW) is True
-    assert demo.http_store_is_current(json.loads(path.read_text()), store)
+    assert files.write_http_store(tmp_path, 8124, NOW) is True
+    assert files.http_store_is_current(json.loads(path.read_text()), store)
 
 
 @pytest.mark.parametrize(
@@ -136,7 +122,7 @@ def test_write_http_store_replaces_pending_and_junk(tmp_path: Path) -> None:
     [None, [], {"version": 1}, {"version": 2, "minor_version": 2, "data": []}],
 )
 def test_http_store_is_current_rejects(current: object) -> None:
-    assert not demo.http_store_is_current(current, demo.http_store(1, ""))
+    assert not files.http_store_is_current(current, files.http_store(1, ""))
 
 
 # ------------------------------------------------------------ config dir
@@ -144,8 +130,8 @@ def test_http_store_is_current_rejects(current: object) -> None:
 
 def test_prepare_config_dir(tmp_path: Path) -> None:
     (tmp_path / "custom_components").mkdir()
-    paths = demo.DemoPaths(tmp_path)
-    demo.prepare_config_dir(paths, 8124, NOW)
+    paths = files.DemoPaths(tmp_path)
+    files.prepare_config_dir(paths, 8124, NOW)
 
     config = paths.config
     assert config == tmp_path / ".demo" / "config"
@@ -165,27 +151,27 @@ def test_prepare_config_dir(tmp_path: Path) -> None:
 
     # A second start keeps what the web interface wrote.
     (config / "automations.yaml").write_text("- id: '1'\n")
-    demo.prepare_config_dir(paths, 8124, NOW)
+    files.prepare_config_dir(paths, 8124, NOW)
     assert (config / "automations.yaml").read_text() == "- id: '1'\n"
     assert link.is_symlink()
 
 
 def test_prepare_config_dir_relinks_and_refuses(tmp_path: Path) -> None:
-    paths = demo.DemoPaths(tmp_path)
+    paths = files.DemoPaths(tmp_path)
     paths.config.mkdir(parents=True)
     link = paths.config / "custom_components"
     link.symlink_to("/nowhere")
-    demo.link_custom_components(paths.config, tmp_path)
+    files.link_custom_components(paths.config, tmp_path)
     assert link.readlink() == Path("../../custom_components")
 
     link.unlink()
     link.mkdir()
     with pytest.raises(demo.DemoError):
-        demo.link_custom_components(paths.config, tmp_path)
+        files.link_custom_components(paths.config, tmp_path)
 
 
 def test_demo_paths() -> None:
-    paths = demo.DemoPaths(Path("/repo"))
+    paths = files.DemoPaths(Path("/repo"))
     assert paths.token == Path("/repo/.demo/token")
     assert paths.log == Path("/repo/.demo/home-assistant.log")
     assert paths.devices_log == Path("/repo/.demo/devices.log")
@@ -193,8 +179,8 @@ def test_demo_paths() -> None:
 
 def test_write_private(tmp_path: Path) -> None:
     path = tmp_path / "sub" / "token"
-    demo.write_private(path, "secret\n")
-    demo.write_private(path, "other\n")
+    files.write_private(path, "secret\n")
+    files.write_private(path, "other\n")
     assert path.read_text() == "other\n"
     assert path.stat().st_mode & 0o777 == 0o600
     assert [p.name for p in path.parent.iterdir()] == ["token"]
@@ -203,15 +189,15 @@ def test_write_private(tmp_path: Path) -> None:
 def test_tail(tmp_path: Path) -> None:
     path = tmp_path / "log"
     path.write_text("".join(f"line {n}\n" for n in range(30)))
-    assert demo.tail(path, 2) == "line 28\nline 29"
-    assert demo.tail(tmp_path / "missing") == ""
+    assert files.tail(path, 2) == "line 28\nline 29"
+    assert files.tail(tmp_path / "missing") == ""
 
 
 # ------------------------------------------------------------ devices
 
 
 def test_device_configs() -> None:
-    plain, rich = demo.device_configs(8124)
+    plain, rich = devices.device_configs(8124)
     assert plain.mac != rich.mac
     for config in (plain, rich):
         assert config.ota_url == "http://127.0.0.1:8124/api/xiaozhi/v1/ota/"
@@ -229,7 +215,7 @@ def test_device_configs() -> None:
     assert {"self.light.set_rgb", "self.dog.forward", "self.led.set_enabled"} <= names
     assert len(rich.extra_tools) == 43
     # The same identity on every run.
-    assert demo.device_configs(8125)[0].client_id == plain.client_id
+    assert devices.device_configs(8125)[0].client_id == plain.client_id
 
 
 # ------------------------------------------------------------ answers
@@ -245,10 +231,10 @@ def test_find_pairing_flow() -> None:
             "context": {"source": "integration_discovery", "unique_id": MAC_1},
         },
     ]
-    assert demo.find_pairing_flow(flows, MAC_1) == "b"
-    assert demo.find_pairing_flow(flows, MAC_1.upper()) == "b"
-    assert demo.find_pairing_flow(flows, "02:00:5a:48:00:02") is None
-    assert demo.find_pairing_flow([], MAC_1) is None
+    assert client.find_pairing_flow(flows, MAC_1) == "b"
+    assert client.find_pairing_flow(flows, MAC_1.upper()) == "b"
+    assert client.find_pairing_flow(flows, "02:00:5a:48:00:02") is None
+    assert client.find_pairing_flow([], MAC_1) is None
 
 
 def test_find_pairing_flow_skips_other_steps() -> None:
@@ -262,7 +248,7 @@ def test_find_pairing_flow_skips_other_steps() -> None:
         },
         {"flow_id": "n", "handler": "xiaozhi", "context": {"unique_id": MAC_1}},
     ]
-    assert demo.find_pairing_flow(flows, MAC_1) == "n"
+    assert client.find_pairing_flow(flows, MAC_1) == "n"
 
 
 def test_onboarding_done_steps() -> None:
@@ -271,14 +257,14 @@ def test_onboarding_done_steps() -> None:
         {"step": "core_config", "done": False},
         {"step": "analytics", "done": True},
     ]
-    assert demo.onboarding_done_steps(status) == {"user", "analytics"}
+    assert client.onboarding_done_steps(status) == {"user", "analytics"}
     # Served no more once onboarding is complete.
-    assert demo.onboarding_done_steps({"message": "Not Found"}) == set(
+    assert client.onboarding_done_steps({"message": "Not Found"}) == set(
         demo.ONBOARDING_STEPS
     )
-    assert demo.onboarding_done_steps("404: Not Found") == set(demo.ONBOARDING_STEPS)
+    assert client.onboarding_done_steps("404: Not Found") == set(demo.ONBOARDING_STEPS)
     with pytest.raises(demo.DemoError):
-        demo.onboarding_done_steps(42)
+        client.onboarding_done_steps(42)
 
 
 def test_connected_entity_and_titles() -> None:
@@ -295,11 +281,11 @@ def test_connected_entity_and_titles() -> None:
             "config_entry_id": "e1",
         },
     ]
-    entity = demo.connected_entity(entities, MAC_1.upper())
+    entity = client.connected_entity(entities, MAC_1.upper())
     assert entity is not None
     assert entity["entity_id"] == "binary_sensor.box_connectivity"
-    assert demo.connected_entity(entities, "02:00:5a:48:00:09") is None
-    titles = demo.entry_titles([{"entry_id": "e1", "title": "Box"}, {"title": "x"}])
+    assert client.connected_entity(entities, "02:00:5a:48:00:09") is None
+    titles = client.entry_titles([{"entry_id": "e1", "title": "Box"}, {"title": "x"}])
     assert titles == {"e1": "Box"}
 
 
@@ -314,19 +300,19 @@ def test_connected_entity_and_titles() -> None:
     ],
 )
 def test_country_from_locale(environ: dict[str, str], country: str) -> None:
-    assert demo.country_from_locale(environ) == country
+    assert devices.country_from_locale(environ) == country
 
 
 def test_summary_lines() -> None:
-    paths = demo.DemoPaths(Path("/repo"))
+    paths = files.DemoPaths(Path("/repo"))
     reports = [
-        demo.DeviceReport(
+        devices.DeviceReport(
             mac=MAC_1, board="b", title="XiaoZhi b 00:01", paired_now=True
         ),
-        demo.DeviceReport(mac="02:00:5a:48:00:02", board="c"),
+        devices.DeviceReport(mac="02:00:5a:48:00:02", board="c"),
     ]
     text = "\n".join(
-        demo.summary_lines("http://127.0.0.1:8124", paths, reports, once=False)
+        devices.summary_lines("http://127.0.0.1:8124", paths, reports, once=False)
     )
     assert "http://127.0.0.1:8124" in text
     assert "demo / demo" in text
@@ -334,7 +320,7 @@ def test_summary_lines() -> None:
     assert f"XiaoZhi b 00:01 ({MAC_1}): paired now, connected" in text
     assert "c (02:00:5a:48:00:02): connected" in text
     assert text.endswith("Press Ctrl-C to stop.")
-    once = demo.summary_lines("u", paths, reports, once=True)
+    once = devices.summary_lines("u", paths, reports, once=True)
     assert once[-1] == "Stopping (--once)."
 
 
@@ -382,7 +368,7 @@ def test_frontend_pin_matches_home_assistant() -> None:
 
 
 def test_demo_pins_cover_what_home_assistant_loads() -> None:
-    configured = set(re.findall(r"^(\w+):", demo.CONFIGURATION_YAML, re.MULTILINE))
+    configured = set(re.findall(r"^(\w+):", files.CONFIGURATION_YAML, re.MULTILINE))
     loaded = set(DEFAULT_INTEGRATIONS) | set(CORE_INTEGRATIONS) | configured
     # The integration itself, and the entry onboarding adds that works offline.
     loaded |= {"xiaozhi", "google_translate"}
@@ -393,3 +379,60 @@ def test_demo_pins_cover_what_home_assistant_loads() -> None:
     } == {}
     # Nothing pinned that Home Assistant does not ask for, at another version.
     assert {name: pins[name] for name in pins if needed.get(name) != pins[name]} == {}
+
+
+def test_http_store_writer_fails_loudly_on_another_version(tmp_path: Path) -> None:
+    """A Home Assistant that reads another layout is told about, not fed."""
+    with pytest.raises(demo.DemoError, match=r"version 3\.1, the demo writes 2\.2"):
+        files.write_http_store(tmp_path, 8124, NOW, installed=(3, 1))
+    assert not (tmp_path / ".storage" / "http").exists()
+    # The installed Home Assistant's own version is read when not given.
+    assert files.write_http_store(tmp_path, 8124, NOW) is True
+
+
+# ------------------------------------------------------------------ console
+
+
+@pytest.mark.parametrize(
+    ("line", "command"),
+    [
+        ("", devices.Command("")),
+        ("help\n", devices.Command("help")),
+        ("DEVICES", devices.Command("devices")),
+        ("wake 1", devices.Command("wake", 1)),
+        ("wake 2 Hey Jarvis\n", devices.Command("wake", 2, "Hey Jarvis")),
+        ("listen 1", devices.Command("listen", 1)),
+        ("stop 2", devices.Command("stop", 2)),
+        ("abort 1", devices.Command("abort", 1)),
+    ],
+)
+def test_parse_command(line: str, command: devices.Command) -> None:
+    assert devices.parse_command(line, 2) == command
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("dance 1", "unknown command 'dance'"),
+        ("wake", "wake needs a device number"),
+        ("wake one", "wake needs a device number"),
+        ("listen 3", "no device 3; there are 2"),
+        ("stop 0", "no device 0"),
+    ],
+)
+def test_parse_command_refuses(line: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        devices.parse_command(line, 2)
+
+
+async def test_console_lists_devices_and_help() -> None:
+    configs = devices.device_configs(8124)
+    simulated = [SimulatedDevice(config) for config in configs]
+    listing = await devices.execute(devices.Command("devices"), simulated)
+    assert listing.splitlines() == [
+        f"  {n}  {c.board} ({c.mac}) not connected, idle"
+        for n, c in enumerate(configs, 1)
+    ]
+    assert "wake N [PHRASE]" in await devices.execute(
+        devices.Command("help"), simulated
+    )

@@ -1,0 +1,122 @@
+"""Home Assistant as a child process of the demo."""
+
+import asyncio
+import contextlib
+import ctypes
+import signal
+import subprocess
+import sys
+
+from . import RESTART_EXIT_CODE, STOP_TIMEOUT, DemoError, say
+from .files import DemoPaths, tail
+
+
+def _die_with_parent() -> None:
+    """Have the kernel stop Home Assistant if the demo itself dies."""
+    with contextlib.suppress(OSError, AttributeError):
+        pr_set_pdeathsig = 1
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+
+
+class HomeAssistantProcess:
+    """Home Assistant as a child process, restarted when it asks to be."""
+
+    def __init__(self, paths: DemoPaths) -> None:
+        """Prepare; nothing runs before start()."""
+        self._paths = paths
+        self._proc: asyncio.subprocess.Process | None = None
+        self._watcher: asyncio.Task[None] | None = None
+        self._stopping = False
+        self.exited = asyncio.Event()
+        self.exit_code: int | None = None
+        self.started = False
+
+    def _command(self) -> list[str]:
+        return [
+            sys.executable,
+            "-m",
+            "homeassistant",
+            "--config",
+            str(self._paths.config),
+            "--skip-pip",
+            "--log-no-color",
+        ]
+
+    async def _spawn(self) -> None:
+        with self._paths.log.open("ab") as log:
+            self._proc = await asyncio.create_subprocess_exec(
+                *self._command(),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=self._paths.root,
+                # Ctrl-C reaches only the demo, which stops the devices first.
+                start_new_session=True,
+                preexec_fn=_die_with_parent,
+            )
+
+    async def start(self) -> None:
+        """Start Home Assistant; its output goes to the log file."""
+        log = self._paths.log
+        if log.exists():
+            log.replace(log.with_name(log.name + ".1"))
+        await self._spawn()
+        self.started = True
+        self._watcher = asyncio.create_task(self._watch(), name="home assistant")
+
+    async def _watch(self) -> None:
+        while self._proc is not None:
+            code = await self._proc.wait()
+            if self._stopping:
+                return
+            if code == RESTART_EXIT_CODE:
+                say("Home Assistant asked for a restart; starting it again.")
+                try:
+                    await self._spawn()
+                except OSError as err:
+                    say(f"Could not start Home Assistant again: {err}")
+                    code = 1
+                else:
+                    continue
+            self.exit_code = code
+            self.exited.set()
+            return
+
+    @property
+    def running(self) -> bool:
+        """Return True while the process runs."""
+        return self._proc is not None and self._proc.returncode is None
+
+    def kill(self) -> None:
+        """Kill the process at once."""
+        if self.running and self._proc is not None:
+            with contextlib.suppress(ProcessLookupError):
+                self._proc.kill()
+
+    async def stop(self, timeout: float = STOP_TIMEOUT) -> None:
+        """Stop gracefully (SIGTERM); kill it if it takes longer than timeout."""
+        self._stopping = True
+        if self._watcher is not None:
+            self._watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._watcher
+        proc = self._proc
+        if proc is None or proc.returncode is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            proc.terminate()
+        try:
+            async with asyncio.timeout(timeout):
+                await proc.wait()
+        except TimeoutError:
+            say(f"Home Assistant did not stop within {timeout:.0f} s; killing it.")
+            self.kill()
+            await proc.wait()
+
+    def check(self) -> None:
+        """Raise DemoError if Home Assistant has stopped by itself."""
+        if self.exited.is_set():
+            raise DemoError(
+                f"Home Assistant stopped (exit code {self.exit_code}). "
+                f"The end of {self._paths.log}:\n{tail(self._paths.log)}"
+            )
