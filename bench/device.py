@@ -18,11 +18,12 @@ import asyncio
 from dataclasses import dataclass
 import time
 from typing import Any
-import uuid
 
 import aiohttp
 from aiohttp import web
 import orjson
+
+from simulator.cli import client_id_for
 
 STATUS_TOOL = "self.get_device_status"
 VOLUME_TOOL = "self.audio_speaker.set_volume"
@@ -100,7 +101,7 @@ class FastDevice:
         self.script = script
         self.mac = mac
         self.token = token
-        self.client_id = str(uuid.uuid4())
+        self.client_id = client_id_for(mac)
         self.session_id = ""
         self.requests = 0
         self.replies = 0

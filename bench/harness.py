@@ -33,6 +33,7 @@ from pytest_homeassistant_custom_component.common import (
 
 from custom_components.xiaozhi.const import (
     CONF_BOARD,
+    CONF_CLIENT_ID,
     CONF_FIRMWARE,
     CONF_MAC,
     CONF_TOKEN,
@@ -40,6 +41,7 @@ from custom_components.xiaozhi.const import (
     URL_WEBSOCKET,
 )
 from custom_components.xiaozhi.manager import XiaozhiManager
+from simulator.cli import client_id_for
 
 BOARD = "xiaozhi-sim"
 FIRMWARE = "2.0.4"
@@ -138,6 +140,7 @@ class Home:
                 title=f"XiaoZhi bench {index}",
                 data={
                     CONF_MAC: mac,
+                    CONF_CLIENT_ID: client_id_for(mac),
                     CONF_TOKEN: device_token(index),
                     CONF_BOARD: BOARD,
                     CONF_FIRMWARE: FIRMWARE,

@@ -20,13 +20,15 @@ from syrupy.assertion import SnapshotAssertion
 from custom_components.xiaozhi import PLATFORMS
 from custom_components.xiaozhi.const import (
     CONF_BOARD,
+    CONF_CLIENT_ID,
     CONF_FIRMWARE,
     CONF_MAC,
     CONF_TOKEN,
     DOMAIN,
 )
 from custom_components.xiaozhi.manager import XiaozhiManager
-from simulator import DeviceConfig, SimulatedDevice, relative_url
+from simulator import DEFAULT_MAC, DeviceConfig, SimulatedDevice, relative_url
+from simulator.cli import client_id_for
 
 # Property tests: "default" runs in CI; "long" (--hypothesis-profile=long) digs
 # deeper before a release. Examples feed megabyte frames, so no deadline.
@@ -80,6 +82,7 @@ def mock_config_entry() -> MockConfigEntry:
         title="XiaoZhi xiaozhi-sim EE:01",
         data={
             CONF_MAC: MAC,
+            CONF_CLIENT_ID: client_id_for(MAC),
             CONF_TOKEN: TOKEN,
             CONF_BOARD: BOARD,
             CONF_FIRMWARE: FIRMWARE,
@@ -153,6 +156,7 @@ async def second_entry(
         title="XiaoZhi xiaozhi-sim EE:02",
         data={
             CONF_MAC: MAC2,
+            CONF_CLIENT_ID: client_id_for(MAC2),
             CONF_TOKEN: TOKEN2,
             CONF_BOARD: BOARD,
             CONF_FIRMWARE: FIRMWARE,
@@ -162,6 +166,16 @@ async def second_entry(
     assert await hass.config_entries.async_setup(entry.entry_id)
     await hass.async_block_till_done()
     return entry
+
+
+@pytest.fixture
+async def behind_proxy(hass: HomeAssistant) -> None:
+    """Run Home Assistant behind a reverse proxy that says who is asking."""
+    assert await async_setup_component(
+        hass,
+        "http",
+        {"http": {"use_x_forwarded_for": True, "trusted_proxies": ["127.0.0.1"]}},
+    )
 
 
 @pytest.fixture
@@ -177,7 +191,7 @@ def device_headers(mac: str = MAC, **extra: str) -> dict[str, str]:
     """Return the headers the firmware sends with its OTA check."""
     return {
         "Device-Id": mac,
-        "Client-Id": "0b5e8f7c-3f7d-4a57-9f7e-1c2d3e4f5a6b",
+        "Client-Id": client_id_for(mac),
         "User-Agent": f"{BOARD}/{FIRMWARE}",
         "Accept-Language": "zh-CN",
         "Activation-Version": "1",
@@ -211,6 +225,8 @@ async def simulators(
     devices: list[SimulatedDevice] = []
 
     def make(**kwargs: Any) -> SimulatedDevice:
+        # A device keeps its identity across restarts: one Client-Id per MAC.
+        kwargs.setdefault("client_id", client_id_for(kwargs.get("mac", DEFAULT_MAC)))
         kwargs.setdefault("activation_poll_interval", 0.01)
         kwargs.setdefault("retry_delay", 0.01)
         kwargs.setdefault("reboot_delay", 0.01)

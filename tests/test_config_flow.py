@@ -6,6 +6,7 @@ from unittest.mock import patch
 from aiohttp.test_utils import TestClient
 from freezegun.api import FrozenDateTimeFactory
 from homeassistant.config_entries import (
+    SOURCE_IGNORE,
     SOURCE_INTEGRATION_DISCOVERY,
     SOURCE_USER,
 )
@@ -29,6 +30,8 @@ from custom_components.xiaozhi.const import (
     URL_OTA,
     WAIT_FOR_DEVICE_TIMEOUT,
 )
+from custom_components.xiaozhi.data import DATA_KEY
+from simulator.cli import client_id_for
 
 from .conftest import BOARD, FIRMWARE, MAC, TOKEN, device_headers, system_info
 
@@ -181,28 +184,48 @@ async def test_code_expired_while_form_open(
     await hass.async_block_till_done()
 
 
-@pytest.mark.parametrize(
-    ("paired", "reason"),
-    [(False, "code_expired"), (True, "already_configured")],
-    ids=["no-live-code", "already-paired"],
-)
-async def test_discovery_aborts(
+@pytest.mark.parametrize("paired", [False, True], ids=["new", "paired"])
+async def test_discovery_without_a_live_code_aborts(
     hass: HomeAssistant,
     setup_integration: None,
     mock_config_entry: MockConfigEntry,
     paired: bool,
-    reason: str,
 ) -> None:
-    """A discovery for a paired device, or one without a live code, aborts."""
+    """A discovery with no identity waiting for its MAC has nothing to pair."""
     if paired:
         mock_config_entry.add_to_hass(hass)
     result = await hass.config_entries.flow.async_init(
         DOMAIN,
         context={"source": SOURCE_INTEGRATION_DISCOVERY},
-        data={CONF_MAC: MAC, "board": BOARD, "firmware": FIRMWARE},
+        data={CONF_MAC: MAC},
     )
     assert result["type"] is FlowResultType.ABORT
-    assert result["reason"] == reason
+    assert result["reason"] == "code_expired"
+
+
+async def test_discovery_of_an_ignored_device_aborts(
+    hass: HomeAssistant, setup_integration: None
+) -> None:
+    """A device the user ignored stays ignored, even with a code waiting."""
+    MockConfigEntry(domain=DOMAIN, unique_id=MAC, source=SOURCE_IGNORE).add_to_hass(
+        hass
+    )
+    hass.data[DATA_KEY].pairing.check_in(
+        mac=MAC,
+        client_id=client_id_for(MAC),
+        address="192.168.1.20",
+        board=BOARD,
+        firmware=FIRMWARE,
+        paired=True,
+    )
+    await hass.async_block_till_done()
+    result = await hass.config_entries.flow.async_init(
+        DOMAIN,
+        context={"source": SOURCE_INTEGRATION_DISCOVERY},
+        data={CONF_MAC: MAC},
+    )
+    assert result["type"] is FlowResultType.ABORT
+    assert result["reason"] == "already_configured"
 
 
 async def test_user_flow_waits_for_device(

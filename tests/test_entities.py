@@ -36,6 +36,7 @@ from syrupy.assertion import SnapshotAssertion
 
 from custom_components.xiaozhi import PLATFORMS
 from custom_components.xiaozhi.const import (
+    CONF_CLIENT_ID,
     CONF_KEEPALIVE,
     CONF_MAC,
     CONF_TOKEN,
@@ -53,6 +54,7 @@ from simulator import (
     no_arg_tool,
     rgb_light_tool,
 )
+from simulator.cli import client_id_for
 
 from .conftest import MAC, TOKEN, WS_URL, wait_for_runtime
 
@@ -87,7 +89,12 @@ async def rich_entry(hass: HomeAssistant, setup_integration: None) -> MockConfig
         domain=DOMAIN,
         unique_id=MAC2,
         title="XiaoZhi camera-box EE:02",
-        data={CONF_MAC: MAC2, CONF_TOKEN: TOKEN2, "board": "camera-box"},
+        data={
+            CONF_MAC: MAC2,
+            CONF_CLIENT_ID: client_id_for(MAC2),
+            CONF_TOKEN: TOKEN2,
+            "board": "camera-box",
+        },
     )
     entry.add_to_hass(hass)
     assert await hass.config_entries.async_setup(entry.entry_id)

@@ -11,6 +11,7 @@ from homeassistant.config_entries import (
     ConfigEntryState,
 )
 from homeassistant.core import HomeAssistant
+from homeassistant.core_config import async_process_ha_core_config
 from homeassistant.setup import async_setup_component
 import pytest
 from pytest_homeassistant_custom_component.common import MockConfigEntry
@@ -20,13 +21,15 @@ from custom_components.xiaozhi.const import (
     DOMAIN,
     MAX_OTA_BODY,
     MAX_PENDING_DEVICES,
+    MAX_PHOTO_BYTES,
     URL_ACTIVATE,
     URL_OTA,
     URL_VISION,
     URL_WEBSOCKET,
 )
+from simulator.cli import client_id_for
 
-from .conftest import MAC, TOKEN, device_headers, system_info
+from .conftest import MAC, TOKEN, WS_URL, device_headers, system_info, wait_for_runtime
 
 
 @pytest.mark.parametrize(
@@ -74,7 +77,11 @@ async def test_ota_empty_body_and_dash_mac(
     response = await client.post(
         URL_OTA.rstrip("/"),
         data=b"",
-        headers={"Device-Id": MAC.upper().replace(":", "-"), "User-Agent": "box/1.2"},
+        headers={
+            "Device-Id": MAC.upper().replace(":", "-"),
+            "Client-Id": "0b5e8f7c-3f7d-4a57-9f7e-1c2d3e4f5a6b",
+            "User-Agent": "box/1.2",
+        },
     )
     assert response.status == 200
     assert "activation" in await response.json()
@@ -240,26 +247,76 @@ async def test_vision_refused(
 
 
 async def test_ota_caps_pending_pairings(
-    hass: HomeAssistant, client: TestClient[Any, Any]
+    hass: HomeAssistant, behind_proxy: None, client: TestClient[Any, Any]
 ) -> None:
-    """Unknown devices beyond the cap are told to come back later."""
+    """Unknown devices beyond the total cap are told to come back later."""
     for index in range(MAX_PENDING_DEVICES):
         mac = f"aa:bb:cc:dd:{index // 256:02x}:{index % 256:02x}"
         response = await client.post(
-            URL_OTA, json=system_info(mac), headers=device_headers(mac)
+            URL_OTA,
+            json=system_info(mac),
+            headers={**device_headers(mac), "X-Forwarded-For": f"10.0.0.{index}"},
         )
         assert response.status == 200
     response = await client.post(
         URL_OTA,
         json=system_info("aa:bb:cc:ff:ff:ff"),
-        headers=device_headers("aa:bb:cc:ff:ff:ff"),
+        headers={**device_headers("aa:bb:cc:ff:ff:ff"), "X-Forwarded-For": "10.0.1.1"},
     )
     assert response.status == 429
     # A device already waiting still gets its code.
     response = await client.post(
         URL_OTA,
         json=system_info("aa:bb:cc:dd:00:00"),
-        headers=device_headers("aa:bb:cc:dd:00:00"),
+        headers={**device_headers("aa:bb:cc:dd:00:00"), "X-Forwarded-For": "10.0.0.0"},
     )
     assert response.status == 200
     await hass.async_block_till_done()
+
+
+async def test_ota_hands_out_wss_behind_tls(
+    hass: HomeAssistant, init_integration: MockConfigEntry, client: TestClient[Any, Any]
+) -> None:
+    """With an https:// internal URL the device is told to dial wss://."""
+    await async_process_ha_core_config(
+        hass, {"internal_url": "https://ha.example.org:8123"}
+    )
+    response = await client.post(URL_OTA, json=system_info(), headers=device_headers())
+    websocket = (await response.json())["websocket"]
+    assert websocket["url"] == f"wss://ha.example.org:8123{URL_WEBSOCKET}"
+
+
+async def test_vision_part_over_the_limit_is_refused(
+    hass: HomeAssistant,
+    init_integration: MockConfigEntry,
+    simulators: Any,
+    client: TestClient[Any, Any],
+) -> None:
+    """A chunked upload (no length) is cut off at the photo limit: 413."""
+    device = simulators(ws_url=WS_URL, token=TOKEN, camera=True)
+    await device.connect()
+    runtime = init_integration.runtime_data
+    await wait_for_runtime(runtime, lambda d: d.connected)
+    assert runtime.session is not None
+
+    async def body() -> Any:
+        yield (
+            b'--b\r\nContent-Disposition: form-data; name="file"; '
+            b'filename="camera.jpg"\r\nContent-Type: image/jpeg\r\n\r\n\xff\xd8\xff'
+        )
+        for _ in range(MAX_PHOTO_BYTES // 65536 + 2):
+            yield b"\x00" * 65536
+        yield b"\r\n--b--\r\n"
+
+    response = await client.post(
+        URL_VISION,
+        data=body(),
+        headers={
+            "Authorization": f"Bearer {runtime.session.vision_token}",
+            "Device-Id": MAC,
+            "Client-Id": client_id_for(MAC),
+            "Content-Type": "multipart/form-data; boundary=b",
+        },
+    )
+    assert response.status == 413
+    assert runtime.data.last_photo is None

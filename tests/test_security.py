@@ -5,12 +5,14 @@ proof that one device's credentials never open, replace or feed another's.
 """
 
 from collections.abc import Callable
+from ipaddress import ip_address
 import logging
 from typing import Any
 
 from aiohttp import FormData, WSServerHandshakeError
 from aiohttp.test_utils import TestClient
 from freezegun.api import FrozenDateTimeFactory
+from homeassistant.components.http.ban import KEY_FAILED_LOGIN_ATTEMPTS
 from homeassistant.config_entries import SOURCE_RECONFIGURE
 from homeassistant.core import HomeAssistant
 from homeassistant.data_entry_flow import FlowResultType, UnknownFlow
@@ -36,6 +38,7 @@ from custom_components.xiaozhi.const import (
 )
 from custom_components.xiaozhi.manager import XiaozhiManager
 from simulator import TINY_JPEG, SimulatedDevice, relative_url
+from simulator.cli import client_id_for
 
 from .conftest import (
     MAC,
@@ -49,6 +52,7 @@ from .conftest import (
     wait_for_runtime,
 )
 
+LOOPBACK = ip_address("127.0.0.1")
 VOLUME = "self.audio_speaker.set_volume"
 PHOTO = "self.camera.take_photo"
 
@@ -78,8 +82,12 @@ def photo_form(content: bytes = TINY_JPEG) -> FormData:
 
 
 def bearer(token: str, mac: str = MAC) -> dict[str, str]:
-    """Return the headers of an authenticated device request."""
-    return {"Authorization": f"Bearer {token}", "Device-Id": mac}
+    """Return the headers of an authenticated device request (its identity)."""
+    return {
+        "Authorization": f"Bearer {token}",
+        "Device-Id": mac,
+        "Client-Id": client_id_for(mac),
+    }
 
 
 # --- the WebSocket ---------------------------------------------------------------
@@ -98,7 +106,10 @@ def bearer(token: str, mac: str = MAC) -> dict[str, str]:
         bearer(TOKEN2),
         bearer(TOKEN, MAC2),
         bearer(TOKEN, "aa:bb:cc:dd:ee:99"),
-        {"Authorization": f"Bearer {TOKEN}"},
+        {"Authorization": f"Bearer {TOKEN}", "Client-Id": client_id_for(MAC)},
+        {"Authorization": f"Bearer {TOKEN}", "Device-Id": MAC},
+        {**bearer(TOKEN), "Client-Id": client_id_for(MAC2)},
+        {**bearer(TOKEN), "Client-Id": "0b5e8f7c-3f7d-4a57-9f7e-1c2d3e4f5a6b"},
     ],
     ids=[
         "no-token",
@@ -112,6 +123,9 @@ def bearer(token: str, mac: str = MAC) -> dict[str, str]:
         "token-for-other-device-id",
         "unknown-device-id",
         "no-device-id",
+        "no-client-id",
+        "other-device-client-id",
+        "unknown-client-id",
     ],
 )
 async def test_websocket_refuses_and_leaves_the_live_link_alone(
@@ -122,15 +136,22 @@ async def test_websocket_refuses_and_leaves_the_live_link_alone(
     client: TestClient[Any, Any],
     headers: dict[str, str],
 ) -> None:
-    """A refused socket is 401 before the upgrade and kicks no device off."""
+    """A refused socket is 401 before the upgrade and kicks no device off.
+
+    Token, Device-Id and Client-Id must all be the same device's; every
+    refusal counts as a failed login towards Home Assistant's IP ban.
+    """
     first, second = both_connected
     sessions = (
         init_integration.runtime_data.session,
         second_entry.runtime_data.session,
     )
+    failed = hass.http.app[KEY_FAILED_LOGIN_ATTEMPTS]
+    before = failed[LOOPBACK]
     with pytest.raises(WSServerHandshakeError) as err:
         await client.ws_connect(URL_WEBSOCKET, headers=headers)
     assert err.value.status == 401
+    assert failed[LOOPBACK] == before + 1
     assert (
         init_integration.runtime_data.session,
         second_entry.runtime_data.session,

@@ -26,6 +26,7 @@ from simulator import (
     no_arg_tool,
     rgb_light_tool,
 )
+from simulator.cli import client_id_for
 
 from .conftest import MAC, OTA_URL, TOKEN, WS_URL, wait_for_runtime
 
@@ -464,7 +465,11 @@ async def test_hello_timeout(
     with patch("custom_components.xiaozhi.manager.HELLO_TIMEOUT", 0.05):
         ws = await client.ws_connect(
             "/api/xiaozhi/v1/",
-            headers={"Authorization": f"Bearer {TOKEN}", "Device-Id": MAC},
+            headers={
+                "Authorization": f"Bearer {TOKEN}",
+                "Device-Id": MAC,
+                "Client-Id": client_id_for(MAC),
+            },
         )
         message = await ws.receive(timeout=5)
     assert message.type.name in {"CLOSE", "CLOSED", "CLOSING"}
@@ -493,7 +498,11 @@ async def test_vision_upload(
     assert photo.question == "What is on the table?"
 
     old_token = runtime.session.vision_token
-    headers = {"Authorization": f"Bearer {old_token}", "Device-Id": MAC}
+    headers = {
+        "Authorization": f"Bearer {old_token}",
+        "Device-Id": MAC,
+        "Client-Id": client_id_for(MAC),
+    }
 
     def form(content: bytes) -> Any:
         from aiohttp import FormData

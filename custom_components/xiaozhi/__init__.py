@@ -9,6 +9,7 @@ from .const import DOMAIN
 from .data import DATA_KEY, XiaozhiData
 from .entry_data import device_store
 from .http import async_setup_http
+from .identity import async_check_bound, async_forget
 from .manager import XiaozhiConfigEntry, XiaozhiManager
 from .pairing import PairingManager
 from .services import async_setup_services
@@ -48,6 +49,7 @@ async def async_setup_entry(hass: HomeAssistant, entry: XiaozhiConfigEntry) -> b
     manager = XiaozhiManager(hass, entry)
     await manager.async_setup()
     entry.runtime_data = manager
+    async_check_bound(hass, entry)
 
     async def _stop(_event: Event) -> None:
         await manager.async_shutdown()
@@ -71,5 +73,6 @@ async def async_unload_entry(hass: HomeAssistant, entry: XiaozhiConfigEntry) -> 
 
 
 async def async_remove_entry(hass: HomeAssistant, entry: XiaozhiConfigEntry) -> None:
-    """Forget what was stored about a removed device."""
+    """Forget what was stored and raised about a removed device."""
     await device_store(hass, entry.entry_id).async_remove()
+    async_forget(hass, entry)

@@ -3,7 +3,13 @@
 import asyncio
 from typing import Any, override
 
-from homeassistant.config_entries import ConfigFlow, ConfigFlowResult, OptionsFlow
+from homeassistant.config_entries import (
+    SOURCE_IGNORE,
+    ConfigEntry,
+    ConfigFlow,
+    ConfigFlowResult,
+    OptionsFlow,
+)
 from homeassistant.core import callback
 from homeassistant.helpers.network import NoURLAvailableError, get_url
 from homeassistant.helpers.selector import (
@@ -20,6 +26,7 @@ import probatio
 from .const import (
     CONF_BOARD,
     CONF_CALL_TIMEOUT,
+    CONF_CLIENT_ID,
     CONF_FIRMWARE,
     CONF_KEEPALIVE,
     CONF_MAC,
@@ -51,6 +58,7 @@ class XiaozhiConfigFlow(ConfigFlow, domain=DOMAIN):
     def __init__(self) -> None:
         """Start without a device."""
         self._pending: PendingDevice | None = None
+        self._paired_entry: ConfigEntry | None = None
         self._wait_task: asyncio.Task[PendingDevice] | None = None
 
     @staticmethod
@@ -141,16 +149,27 @@ class XiaozhiConfigFlow(ConfigFlow, domain=DOMAIN):
     async def async_step_integration_discovery(
         self, discovery_info: DiscoveryInfoType
     ) -> ConfigFlowResult:
-        """Start pairing a device that checked in on its own."""
+        """Start pairing a device that checked in on its own.
+
+        A paired MAC checking in with another identity is paired again: it may
+        be that device after a factory reset. Its code, shown on its screen,
+        decides; until it is typed the paired identity keeps working.
+        """
         mac: str = discovery_info[CONF_MAC]
         await self.async_set_unique_id(mac)
-        self._abort_if_unique_id_configured()
-        pending = (await self._pairing()).get(mac)
-        if pending is None:
+        waiting = (await self._pairing()).pending_for(mac)
+        if not waiting:
             return self.async_abort(reason="code_expired")
-        self._pending = pending
-        self.context["title_placeholders"] = {"name": pending.name}
-        return await self.async_step_pair()
+        self._pending = waiting[0]
+        self._paired_entry = self.hass.config_entries.async_entry_for_domain_unique_id(
+            DOMAIN, mac
+        )
+        if self._paired_entry is None or self._paired_entry.source == SOURCE_IGNORE:
+            self._abort_if_unique_id_configured()
+            self.context["title_placeholders"] = {"name": self._pending.name}
+            return await self.async_step_pair()
+        self.context["title_placeholders"] = {"name": self._paired_entry.title}
+        return await self.async_step_pair_again()
 
     async def async_step_pair(
         self, user_input: dict[str, Any] | None = None
@@ -160,23 +179,25 @@ class XiaozhiConfigFlow(ConfigFlow, domain=DOMAIN):
         errors: dict[str, str] = {}
         if user_input is not None:
             pairing = await self._pairing()
-            match pairing.check_code(pending.mac, user_input[CONF_CODE]):
-                case CodeCheck.OK:
-                    pairing.complete(pending.mac)
-                    LOGGER.info("Paired %s", pending.name)
-                    return self.async_create_entry(
-                        title=entry_title(pending),
-                        data={
-                            CONF_MAC: pending.mac,
-                            CONF_TOKEN: new_token(),
-                            CONF_BOARD: pending.board,
-                            CONF_FIRMWARE: pending.firmware,
-                        },
-                    )
-                case CodeCheck.EXPIRED:
-                    return self.async_abort(reason="code_expired")
-                case failure:
-                    errors[CONF_CODE] = failure.value
+            outcome, paired = pairing.check_code(pending.mac, user_input[CONF_CODE])
+            if outcome is CodeCheck.EXPIRED:
+                return self.async_abort(reason="code_expired")
+            if paired is None:
+                errors[CONF_CODE] = outcome.value
+            else:
+                return self._async_paired(paired)
+        if self._paired_entry is not None:
+            return self.async_show_form(
+                step_id="pair_again",
+                data_schema=probatio.Schema(
+                    {probatio.Required(CONF_CODE): TextSelector()}
+                ),
+                errors=errors,
+                description_placeholders={
+                    "name": self._paired_entry.title,
+                    "mac": pending.mac.upper(),
+                },
+            )
         return self.async_show_form(
             step_id="pair",
             data_schema=probatio.Schema({probatio.Required(CONF_CODE): TextSelector()}),
@@ -187,6 +208,29 @@ class XiaozhiConfigFlow(ConfigFlow, domain=DOMAIN):
                 "mac": pending.mac.upper(),
             },
         )
+
+    async_step_pair_again = async_step_pair
+
+    def _async_paired(self, paired: PendingDevice) -> ConfigFlowResult:
+        """Create the device's entry, or give a paired one its new identity."""
+        self.hass.data[DATA_KEY].pairing.complete(paired)
+        data = {
+            CONF_MAC: paired.mac,
+            CONF_CLIENT_ID: paired.client_id,
+            CONF_TOKEN: new_token(),
+            CONF_BOARD: paired.board,
+            CONF_FIRMWARE: paired.firmware,
+        }
+        if (entry := self._paired_entry) is not None:
+            LOGGER.warning(
+                "Paired %s again with a new identity; the old one no longer works",
+                entry.title,
+            )
+            return self.async_update_reload_and_abort(
+                entry, data_updates=data, reason="paired_again"
+            )
+        LOGGER.info("Paired %s", paired.name)
+        return self.async_create_entry(title=entry_title(paired), data=data)
 
     async def async_step_reconfigure(
         self, user_input: dict[str, Any] | None = None

@@ -19,6 +19,9 @@ CONF_MAC: Final = "mac"
 CONF_TOKEN: Final = "token"  # noqa: S105 - the key's name, not a secret
 CONF_BOARD: Final = "board"
 CONF_FIRMWARE: Final = "firmware"
+# The random UUID the firmware generated and sends as Client-Id: the identity
+# the device paired with (its MAC is visible to everyone on the LAN).
+CONF_CLIENT_ID: Final = "client_id"
 
 # Config entry options.
 CONF_CALL_TIMEOUT: Final = "call_timeout"
@@ -34,8 +37,11 @@ KEEPALIVE_INTERVAL: Final = 50.0
 # Pairing.
 CODE_TTL: Final = 600.0
 MAX_CODE_ATTEMPTS: Final = 5
-# Devices waiting to be paired at once; the OTA endpoint needs no login.
-MAX_PENDING_DEVICES: Final = 16
+# Devices waiting to be paired at once; the OTA endpoint needs no login. A real
+# device is one address, so one address gets a few; all together get more.
+MAX_PENDING_DEVICES: Final = 64
+MAX_PENDING_PER_ADDRESS: Final = 4
+MAX_CLIENT_ID: Final = 64
 WAIT_FOR_DEVICE_TIMEOUT: Final = 900.0
 
 # Limits on what a device or a client may send.

@@ -5,7 +5,6 @@ device's config entry for every request. They own what touches HTTP: the
 WebSocket and its read loop, and the upload URLs handed to devices.
 """
 
-import hmac
 from http import HTTPStatus
 import secrets
 from typing import Any, Final
@@ -13,14 +12,13 @@ from typing import Any, Final
 from aiohttp import BodyPartReader, WSMsgType, web
 from aiohttp.http import HttpProcessingError
 from homeassistant.components.http.ban import process_wrong_login
-from homeassistant.config_entries import SOURCE_IGNORE, ConfigEntry, ConfigEntryState
+from homeassistant.config_entries import SOURCE_IGNORE, ConfigEntryState
 from homeassistant.core import CALLBACK_TYPE, HomeAssistant, callback
 from homeassistant.helpers.http import KEY_HASS, HomeAssistantView
 from homeassistant.util import dt as dt_util
 import orjson
 
 from .const import (
-    CONF_MAC,
     CONF_TOKEN,
     DOMAIN,
     LOGGER,
@@ -34,8 +32,15 @@ from .const import (
     URL_WEBSOCKET,
 )
 from .data import DATA_KEY
+from .identity import (
+    Credentials,
+    Refusal,
+    async_bind,
+    authenticate,
+    client_matches,
+)
 from .manager import XiaozhiConfigEntry, XiaozhiManager
-from .pairing import normalize_mac
+from .pairing import normalize_client_id, normalize_mac, same_secret
 from .protocol import ProtocolError, pack_audio, parse_protocol_version, unpack_audio
 
 JPEG_MAGIC: Final = b"\xff\xd8\xff"
@@ -83,17 +88,6 @@ def bearer_token(request: web.Request) -> str | None:
     return token.strip()
 
 
-def entry_for_token(hass: HomeAssistant, token: str) -> ConfigEntry | None:
-    """Find the entry a device token belongs to, in constant time per entry."""
-    found: ConfigEntry | None = None
-    encoded = token.encode()
-    for entry in hass.config_entries.async_entries(DOMAIN, include_ignore=False):
-        stored = entry.data.get(CONF_TOKEN)
-        if isinstance(stored, str) and hmac.compare_digest(stored.encode(), encoded):
-            found = entry
-    return found
-
-
 def _error(status: HTTPStatus, message: str) -> web.Response:
     return web.json_response(
         {"error": message}, status=status, dumps=lambda obj: orjson.dumps(obj).decode()
@@ -133,17 +127,27 @@ def _device_mac(request: web.Request) -> str | None:
     return normalize_mac(request.headers.get("Device-Id"))
 
 
+def _client_id(request: web.Request) -> str | None:
+    return normalize_client_id(request.headers.get("Client-Id"))
+
+
 async def _read_check_in(
     request: web.Request,
-) -> tuple[str, dict[str, Any]] | web.Response:
-    """Return the MAC and body of an OTA or activation request, or the error."""
+) -> tuple[str, str, dict[str, Any]] | web.Response:
+    """Return the identity and body of an OTA or activation request, or the error.
+
+    Both headers are required: a device is its MAC and its Client-Id.
+    """
     mac = _device_mac(request)
     if mac is None:
         return _error(HTTPStatus.BAD_REQUEST, "Missing or invalid Device-Id header")
+    client_id = _client_id(request)
+    if client_id is None:
+        return _error(HTTPStatus.BAD_REQUEST, "Missing or invalid Client-Id header")
     info = await _read_json(request)
     if isinstance(info, web.Response):
         return info
-    return mac, info
+    return mac, client_id, info
 
 
 def _describe(info: dict[str, Any], request: web.Request) -> tuple[str, str]:
@@ -170,12 +174,17 @@ class OtaView(HomeAssistantView):
     requires_auth = False
 
     async def post(self, request: web.Request) -> web.Response:
-        """Answer a device's check-in."""
+        """Answer a device's check-in.
+
+        The paired identity gets its link; any other identity, even with a
+        paired MAC (a device reset to factory settings, or someone copying
+        its MAC), gets a pairing code and never the token.
+        """
         hass = request.app[KEY_HASS]
         check_in = await _read_check_in(request)
         if isinstance(check_in, web.Response):
             return check_in
-        mac, info = check_in
+        mac, client_id, info = check_in
         answer: dict[str, Any] = {"server_time": _server_time()}
         entry = hass.config_entries.async_entry_for_domain_unique_id(DOMAIN, mac)
         if entry is not None:
@@ -183,14 +192,22 @@ class OtaView(HomeAssistantView):
                 return _error(HTTPStatus.FORBIDDEN, "Device is ignored")
             if entry.disabled_by is not None:
                 return _error(HTTPStatus.FORBIDDEN, "Device is disabled")
-            answer["websocket"] = {
-                "url": websocket_url(hass, request),
-                "token": entry.data[CONF_TOKEN],
-                "version": 1,
-            }
-            return self.json(answer)
+            if client_matches(entry, client_id):
+                answer["websocket"] = {
+                    "url": websocket_url(hass, request),
+                    "token": entry.data[CONF_TOKEN],
+                    "version": 1,
+                }
+                return self.json(answer)
         board, firmware = _describe(info, request)
-        pending = hass.data[DATA_KEY].pairing.check_in(mac, board, firmware)
+        pending = hass.data[DATA_KEY].pairing.check_in(
+            mac=mac,
+            client_id=client_id,
+            address=request.remote or "unknown",
+            board=board,
+            firmware=firmware,
+            paired=entry is not None,
+        )
         if pending is None:
             return _error(
                 HTTPStatus.TOO_MANY_REQUESTS, "Too many devices are waiting to pair"
@@ -217,13 +234,37 @@ class ActivateView(HomeAssistantView):
         check_in = await _read_check_in(request)
         if isinstance(check_in, web.Response):
             return check_in
-        mac, _info = check_in
-        entry = hass.config_entries.async_entry_for_domain_unique_id(DOMAIN, mac)
-        if entry is not None and entry.source != SOURCE_IGNORE:
-            return self.json({"status": "activated"})
-        if hass.data[DATA_KEY].pairing.get(mac) is not None:
+        mac, client_id, _info = check_in
+        if hass.data[DATA_KEY].pairing.get(mac, client_id) is not None:
             return self.json({"status": "pending"}, HTTPStatus.ACCEPTED)
+        entry = hass.config_entries.async_entry_for_domain_unique_id(DOMAIN, mac)
+        if (
+            entry is not None
+            and entry.source != SOURCE_IGNORE
+            and client_matches(entry, client_id)
+        ):
+            return self.json({"status": "activated"})
         return _error(HTTPStatus.NOT_FOUND, "No pairing in progress for this device")
+
+
+_REFUSALS: Final = {
+    Refusal.BAD_TOKEN: (HTTPStatus.UNAUTHORIZED, "Invalid token"),
+    Refusal.WRONG_DEVICE: (HTTPStatus.UNAUTHORIZED, "Device-Id does not match"),
+    Refusal.WRONG_CLIENT: (HTTPStatus.UNAUTHORIZED, "Client-Id does not match"),
+    Refusal.DISABLED: (HTTPStatus.FORBIDDEN, "Device is disabled in Home Assistant"),
+    Refusal.NOT_LOADED: (
+        HTTPStatus.SERVICE_UNAVAILABLE,
+        "Device is not loaded in Home Assistant",
+    ),
+}
+
+
+async def _refuse(request: web.Request, refusal: Refusal) -> web.Response:
+    """Answer a refused device; wrong credentials count towards the IP ban."""
+    if refusal.failed_login:
+        await process_wrong_login(request)
+    status, message = _REFUSALS[refusal]
+    return _error(status, message)
 
 
 def loaded_manager(hass: HomeAssistant, mac: str | None) -> XiaozhiManager | None:
@@ -302,21 +343,19 @@ class DeviceWebSocketView(HomeAssistantView):
     async def get(self, request: web.Request) -> web.StreamResponse:
         """Authenticate the device, then serve its conversation."""
         hass = request.app[KEY_HASS]
-        token = bearer_token(request)
-        entry = entry_for_token(hass, token) if token else None
-        if entry is None:
-            await process_wrong_login(request)
-            return _error(HTTPStatus.UNAUTHORIZED, "Invalid token")
-        if _device_mac(request) != entry.data[CONF_MAC]:
-            await process_wrong_login(request)
-            return _error(HTTPStatus.UNAUTHORIZED, "Device-Id does not match")
-        if entry.disabled_by is not None:
-            return _error(HTTPStatus.FORBIDDEN, "Device is disabled in Home Assistant")
-        if entry.state is not ConfigEntryState.LOADED:
-            return _error(
-                HTTPStatus.SERVICE_UNAVAILABLE, "Device is not loaded in Home Assistant"
-            )
-        manager: XiaozhiManager = entry.runtime_data
+        client_id = _client_id(request)
+        entry = authenticate(
+            hass,
+            Credentials(
+                token=bearer_token(request),
+                mac=_device_mac(request),
+                client_id=client_id,
+            ),
+        )
+        if isinstance(entry, Refusal):
+            return await _refuse(request, entry)
+        async_bind(hass, entry, client_id)
+        manager = entry.runtime_data
         ws = web.WebSocketResponse(
             heartbeat=None,
             autoping=True,
@@ -332,7 +371,7 @@ class DeviceWebSocketView(HomeAssistantView):
         session = manager.async_open_session(
             link,
             uploads,
-            client_id=request.headers.get("Client-Id"),
+            client_id=client_id,
             protocol_version=version,
         )
         try:
@@ -366,13 +405,12 @@ class VisionView(HomeAssistantView):
         """Store the uploaded photo for the device's image entity."""
         hass = request.app[KEY_HASS]
         manager = loaded_manager(hass, _device_mac(request))
-        token = bearer_token(request)
         session = manager.session if manager is not None else None
         if (
             manager is None
             or session is None
-            or token is None
-            or not hmac.compare_digest(session.vision_token.encode(), token.encode())
+            or not same_secret(session.vision_token, bearer_token(request))
+            or not client_matches(manager.entry, _client_id(request))
         ):
             await process_wrong_login(request)
             return _error(HTTPStatus.UNAUTHORIZED, "Invalid vision token")

@@ -1,6 +1,13 @@
-"""Pairing of new devices: codes shown on the device, checked in the UI."""
+"""Pairing of devices: codes shown on the device, checked in the UI.
+
+A device is known by its identity: the MAC it sends as ``Device-Id`` and the
+random UUID it generated and sends as ``Client-Id``. The OTA endpoint needs no
+login, so a pairing waits per identity, a few per source address at most, and
+codes expire together with their discovery cards.
+"""
 
 import asyncio
+from collections import defaultdict
 from dataclasses import dataclass, field
 from enum import StrEnum
 import hmac
@@ -13,9 +20,18 @@ from homeassistant.core import CALLBACK_TYPE, HomeAssistant, callback
 from homeassistant.helpers import discovery_flow
 from homeassistant.helpers.event import async_call_later
 
-from .const import CODE_TTL, DOMAIN, LOGGER, MAX_CODE_ATTEMPTS, MAX_PENDING_DEVICES
+from .const import (
+    CODE_TTL,
+    DOMAIN,
+    LOGGER,
+    MAX_CLIENT_ID,
+    MAX_CODE_ATTEMPTS,
+    MAX_PENDING_DEVICES,
+    MAX_PENDING_PER_ADDRESS,
+)
 
 _MAC = re.compile(r"^[0-9a-f]{2}([:-]?)[0-9a-f]{2}(\1[0-9a-f]{2}){4}$")
+_CLIENT_ID = re.compile(r"^[\x21-\x7e]+$")
 
 
 def normalize_mac(value: str | None) -> str | None:
@@ -27,6 +43,23 @@ def normalize_mac(value: str | None) -> str | None:
         return None
     digits = value.replace(":", "").replace("-", "")
     return ":".join(digits[i : i + 2] for i in range(0, 12, 2))
+
+
+def normalize_client_id(value: str | None) -> str | None:
+    """Return a usable ``Client-Id`` (printable, no spaces, bounded), else None."""
+    if value is None:
+        return None
+    value = value.strip()
+    if not 0 < len(value) <= MAX_CLIENT_ID or not _CLIENT_ID.match(value):
+        return None
+    return value
+
+
+def same_secret(stored: str | None, given: str | None) -> bool:
+    """Compare two secrets in constant time; None never matches."""
+    if stored is None or given is None:
+        return False
+    return hmac.compare_digest(stored.encode(), given.encode())
 
 
 def new_code() -> str:
@@ -50,16 +83,22 @@ class CodeCheck(StrEnum):
 
 @dataclass(slots=True, kw_only=True)
 class PendingDevice:
-    """A device that checked in and waits to be paired."""
+    """A device identity that checked in and waits to be paired."""
 
     mac: str
+    client_id: str
+    address: str
     board: str
     firmware: str
     code: str = field(default_factory=new_code)
     challenge: str = field(default_factory=lambda: secrets.token_hex(16))
     expires: float = 0.0
-    attempts: int = 0
     timer: CALLBACK_TYPE | None = field(default=None, repr=False)
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """Return the identity: MAC and Client-Id."""
+        return self.mac, self.client_id
 
     @property
     def name(self) -> str:
@@ -77,39 +116,71 @@ class PairingManager:
     def __init__(self, hass: HomeAssistant) -> None:
         """Start with no pending device."""
         self._hass = hass
-        self._pending: dict[str, PendingDevice] = {}
+        self._pending: dict[tuple[str, str], PendingDevice] = {}
+        self._attempts: defaultdict[str, int] = defaultdict(int)
+        self._refused: dict[str, float] = {}
         self._waiters: list[asyncio.Future[PendingDevice]] = []
 
-    def get(self, mac: str) -> PendingDevice | None:
-        """Return the pending device with this MAC, if its code is still valid."""
-        pending = self._pending.get(mac)
+    def get(self, mac: str, client_id: str) -> PendingDevice | None:
+        """Return the pending device with this identity, if its code is valid."""
+        pending = self._pending.get((mac, client_id))
         if pending is not None and pending.remaining() <= 0:
-            self._expire(mac)
+            self._expire(pending.key)
             return None
         return pending
 
-    @callback
-    def check_in(self, mac: str, board: str, firmware: str) -> PendingDevice | None:
-        """Register an unknown device; start pairing it if it is new.
+    def pending_for(self, mac: str) -> list[PendingDevice]:
+        """Return the identities with this MAC waiting to be paired."""
+        return [
+            pending
+            for key in list(self._pending)
+            if key[0] == mac and (pending := self.get(*key)) is not None
+        ]
 
-        Returns None when too many devices already wait to be paired.
+    @callback
+    def check_in(
+        self,
+        *,
+        mac: str,
+        client_id: str,
+        address: str,
+        board: str,
+        firmware: str,
+        paired: bool,
+    ) -> PendingDevice | None:
+        """Register an identity that wants to pair; start pairing it if new.
+
+        ``paired`` says the MAC belongs to a paired device: this identity may
+        be that device after a factory reset, and gets a discovery card of its
+        own rather than the "add a device" dialog that waits for a new one.
+
+        Returns None when its address, or everyone together, already has too
+        many devices waiting: that address is refused, not the others.
         """
-        pending = self.get(mac)
+        pending = self.get(mac, client_id)
         if pending is not None:
             pending.board, pending.firmware = board, firmware
             return pending
-        if len(self._pending) >= MAX_PENDING_DEVICES:
-            LOGGER.warning(
-                "Not pairing %s: %d devices already wait to be paired",
-                mac.upper(),
-                len(self._pending),
-            )
+        from_address = sum(
+            1 for item in self._pending.values() if item.address == address
+        )
+        if (
+            from_address >= MAX_PENDING_PER_ADDRESS
+            or len(self._pending) >= MAX_PENDING_DEVICES
+        ):
+            self._refuse(address, from_address)
             return None
-        pending = PendingDevice(mac=mac, board=board, firmware=firmware)
+        pending = PendingDevice(
+            mac=mac,
+            client_id=client_id,
+            address=address,
+            board=board,
+            firmware=firmware,
+        )
         self._arm(pending)
-        self._pending[mac] = pending
-        LOGGER.info("%s wants to pair", pending.name)
-        while self._waiters:
+        self._pending[pending.key] = pending
+        LOGGER.info("%s wants to pair (from %s)", pending.name, address)
+        while self._waiters and not paired:
             waiter = self._waiters.pop(0)
             if not waiter.done():
                 waiter.set_result(pending)
@@ -118,26 +189,54 @@ class PairingManager:
             self._hass,
             DOMAIN,
             context={"source": SOURCE_INTEGRATION_DISCOVERY},
-            data={"mac": mac, "board": board, "firmware": firmware},
+            data={"mac": mac},
         )
         return pending
+
+    def _refuse(self, address: str, from_address: int) -> None:
+        """Log a refused address once per code lifetime, not per request."""
+        now = time.monotonic()
+        if self._refused.get(address, -CODE_TTL) + CODE_TTL > now:
+            return
+        self._refused[address] = now
+        if from_address >= MAX_PENDING_PER_ADDRESS:
+            LOGGER.warning(
+                "Refusing to pair more devices from %s: %d from there already wait "
+                "to be paired; more are refused until their codes expire",
+                address,
+                from_address,
+            )
+        else:
+            LOGGER.warning(
+                "Refusing to pair a device from %s: %d devices already wait to be "
+                "paired",
+                address,
+                len(self._pending),
+            )
 
     def _arm(self, pending: PendingDevice) -> None:
         if pending.timer is not None:
             pending.timer()
         pending.expires = time.monotonic() + CODE_TTL
         pending.timer = async_call_later(
-            self._hass, CODE_TTL, lambda _now: self._expire(pending.mac)
+            self._hass, CODE_TTL, lambda _now: self._expire(pending.key)
         )
 
     @callback
-    def _expire(self, mac: str) -> None:
-        pending = self._pending.pop(mac, None)
+    def _expire(self, key: tuple[str, str]) -> None:
+        pending = self._pending.pop(key, None)
         if pending is None:
             return
         if pending.timer is not None:
             pending.timer()
         LOGGER.info("Pairing code of %s expired", pending.name)
+        if not any(other[0] == pending.mac for other in self._pending):
+            self._attempts.pop(pending.mac, None)
+            self._abort_discovery(pending.mac)
+
+    @callback
+    def _abort_discovery(self, mac: str) -> None:
+        """Close the discovery card of a MAC that no identity waits with."""
         flows = self._hass.config_entries.flow.async_progress_by_handler(
             DOMAIN, match_context={"unique_id": mac}
         )
@@ -146,36 +245,48 @@ class PairingManager:
                 self._hass.config_entries.flow.async_abort(flow["flow_id"])
 
     @callback
-    def check_code(self, mac: str, code: str) -> CodeCheck:
-        """Check a code typed by the user; rotate it after too many misses."""
-        pending = self.get(mac)
-        if pending is None:
-            return CodeCheck.EXPIRED
-        typed = code.strip().replace(" ", "")
-        if hmac.compare_digest(typed.encode(), pending.code.encode()):
-            return CodeCheck.OK
-        pending.attempts += 1
-        if pending.attempts < MAX_CODE_ATTEMPTS:
-            return CodeCheck.INVALID
-        LOGGER.warning("Too many wrong codes for %s; issuing a new code", pending.name)
-        pending.code = new_code()
-        pending.attempts = 0
-        self._arm(pending)
-        return CodeCheck.ROTATED
+    def check_code(self, mac: str, code: str) -> tuple[CodeCheck, PendingDevice | None]:
+        """Check a code typed for a MAC; rotate its codes after too many misses.
+
+        Several identities may wait with one MAC (a device reset to factory
+        settings, or someone who copied its MAC): the code on the screen says
+        which one the user has in front of them.
+        """
+        candidates = self.pending_for(mac)
+        if not candidates:
+            return CodeCheck.EXPIRED, None
+        typed = code.strip().replace(" ", "").encode()
+        found: PendingDevice | None = None
+        for pending in candidates:  # every code is compared: constant time
+            if hmac.compare_digest(typed, pending.code.encode()):
+                found = pending
+        if found is not None:
+            return CodeCheck.OK, found
+        self._attempts[mac] += 1
+        if self._attempts[mac] < MAX_CODE_ATTEMPTS:
+            return CodeCheck.INVALID, None
+        LOGGER.warning("Too many wrong codes for %s; issuing new codes", mac.upper())
+        self._attempts[mac] = 0
+        for pending in candidates:
+            pending.code = new_code()
+            self._arm(pending)
+        return CodeCheck.ROTATED, None
 
     @callback
-    def complete(self, mac: str) -> None:
-        """Forget a device that is now paired."""
-        pending = self._pending.pop(mac, None)
-        if pending is not None and pending.timer is not None:
-            pending.timer()
+    def complete(self, pending: PendingDevice) -> None:
+        """Forget the identities of a MAC once one of them is paired."""
+        for other in self.pending_for(pending.mac):
+            del self._pending[other.key]
+            if other.timer is not None:
+                other.timer()
+        self._attempts.pop(pending.mac, None)
 
     async def wait_for_device(self, exclude: set[str]) -> PendingDevice:
-        """Return a pending device not in ``exclude``, waiting for one if needed."""
+        """Return a pending device with a MAC not in ``exclude``, or wait for one."""
         candidates = [
             pending
-            for mac in list(self._pending)
-            if mac not in exclude and (pending := self.get(mac)) is not None
+            for key in list(self._pending)
+            if key[0] not in exclude and (pending := self.get(*key)) is not None
         ]
         if candidates:
             return candidates[-1]
@@ -190,8 +301,8 @@ class PairingManager:
     @callback
     def shutdown(self) -> None:
         """Cancel every timer and waiter."""
-        for mac in list(self._pending):
-            pending = self._pending.pop(mac)
+        for key in list(self._pending):
+            pending = self._pending.pop(key)
             if pending.timer is not None:
                 pending.timer()
         for waiter in self._waiters:

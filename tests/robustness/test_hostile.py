@@ -43,6 +43,7 @@ from custom_components.xiaozhi.manager import XiaozhiManager
 from custom_components.xiaozhi.protocol import CloseReason, DeviceEvent, DeviceSession
 from custom_components.xiaozhi.protocol.messages import MAX_DEPTH
 from simulator import TINY_JPEG, DeviceConnectionError, SimulatedDevice
+from simulator.cli import client_id_for
 from tests.conftest import (
     MAC,
     TOKEN,
@@ -64,7 +65,8 @@ HELLO_NO_MCP = json.dumps(
         "audio_params": {"format": "opus", "sample_rate": 16000, "channels": 1},
     }
 )
-WS_HEADERS = {"Authorization": f"Bearer {TOKEN}", "Device-Id": MAC}
+IDENTITY = {"Device-Id": MAC, "Client-Id": client_id_for(MAC)}
+WS_HEADERS = {"Authorization": f"Bearer {TOKEN}", **IDENTITY}
 
 
 def tool_calls(device: SimulatedDevice, name: str) -> list[dict[str, Any]]:
@@ -509,10 +511,7 @@ async def test_token_change_ends_the_link_and_the_old_token(
     response = await client.post(
         URL_VISION,
         data=b"",
-        headers={
-            "Authorization": f"Bearer {old_session.vision_token}",
-            "Device-Id": MAC,
-        },
+        headers={"Authorization": f"Bearer {old_session.vision_token}", **IDENTITY},
     )
     assert response.status == 401
     device.faults.silent = False
@@ -689,7 +688,7 @@ async def _flood(
         for method in ("GET", "PUT", "DELETE"):
             await send(method, url, headers=device_headers())
 
-    good_vision = {"Authorization": f"Bearer {vision_token}", "Device-Id": MAC}
+    good_vision = {"Authorization": f"Bearer {vision_token}", **IDENTITY}
     for headers in (
         {},
         {"Device-Id": MAC},
@@ -792,7 +791,7 @@ async def test_endpoints_refuse_a_flood_of_bad_requests(
     response = await client.post(
         URL_VISION,
         data=form,
-        headers={"Authorization": f"Bearer {session.vision_token}", "Device-Id": MAC},
+        headers={"Authorization": f"Bearer {session.vision_token}", **IDENTITY},
     )
     assert response.status == 200
     assert runtime.data.last_photo is not None
