@@ -216,6 +216,10 @@ async def home_assistant() -> AsyncIterator[Home]:
             http_conf = {"server_host": ["127.0.0.1"], "server_port": port}
             if not await async_setup_component(hass, "http", {"http": http_conf}):
                 raise RuntimeError("http did not set up")
+            # The voice stack needs Home Assistant's own integration, as a
+            # real installation always has.
+            if not await async_setup_component(hass, "homeassistant", {}):
+                raise RuntimeError("homeassistant did not set up")
             if not await async_setup_component(hass, DOMAIN, {}):
                 raise RuntimeError("the integration did not set up")
             await hass.http.start()

@@ -68,6 +68,17 @@ class DeviceConfig:
     tool_delays: Mapping[str, float] = field(default_factory=dict)
     max_msg_size: int = 4 * 1024 * 1024
 
+    # Voice
+    microphone: bool = True
+    """Stream the microphone while Listening, as the firmware does."""
+    mic_speed: float = 1.0
+    """How much faster than real time the microphone streams (tests)."""
+    tts_start_latency: float = 0.02
+    """How long ``tts start`` takes to reach the main loop: audio sent sooner
+    is dropped."""
+    decode_queue: int = 40
+    """Packets the decode queue holds (40 in v2.4; 20 after the notify change)."""
+
     # Timing
     idle_timeout: float = 120.0
     hello_timeout: float = 10.0

@@ -48,6 +48,12 @@ from .protocol import (
 )
 from .tools import ArgumentValue, ToolError, ToolSpec, dumps
 from .transport import HttpClient, UrlRewriter, mask_token, redact_url
+from .voice import (
+    WAKE_WORD_PREROLL,
+    MicEncoder,
+    Speaker,
+    silence,
+)
 
 _LOGGER = logging.getLogger("simulator")
 
@@ -179,6 +185,9 @@ class SimulatedDevice:
 
         # Records
         self.received: list[dict[str, Any]] = []
+        # (loop time, what): text frames as "type" or "type:state", audio as
+        # "audio", in the order they arrived.
+        self.timeline: list[tuple[float, str]] = []
         self.received_text: list[str] = []
         self.invalid_frames = 0
         self.sent: list[str] = []
@@ -230,6 +239,21 @@ class SimulatedDevice:
         self._stopped = asyncio.Event()
         self._audio_rng = random.Random(self.config.mac)  # noqa: S311 - not crypto
         self._audio_timestamp = 0
+
+        # Voice: the microphone streams while Listening, the speaker plays
+        # while Speaking (see simulator/voice.py).
+        self.speaker = Speaker(
+            is_speaking=self._playing_allowed,
+            on_drained=self._playback_drained,
+            queue_limit=self.config.decode_queue,
+        )
+        self._mic_encoder: MicEncoder | None = None
+        self._mic_source = bytearray()
+        self._mic_task: asyncio.Task[None] | None = None
+        self.mic_frames_sent = 0
+        self._speaking_since = 0.0
+        self._pending_listen_start = False
+        self.listen_starts = 0
 
     # ------------------------------------------------------------------ misc
 
@@ -792,6 +816,13 @@ class SimulatedDevice:
             self._notify()
             return
         self.received.append(frame)
+        state = frame.get("state")
+        self.timeline.append(
+            (
+                asyncio.get_running_loop().time(),
+                f"{frame['type']}:{state}" if isinstance(state, str) else frame["type"],
+            )
+        )
         self._notify()
         kind = frame["type"]
         if kind == "hello":
@@ -843,6 +874,10 @@ class SimulatedDevice:
         audio_params = frame.get("audio_params")
         if isinstance(audio_params, dict):
             self.server_audio_params = audio_params
+            rate = audio_params.get("sample_rate", 24000)
+            frame_ms = audio_params.get("frame_duration", AUDIO_FRAME_DURATION_MS)
+            if isinstance(rate, int) and isinstance(frame_ms, int):
+                self.speaker.configure(rate, frame_ms)
         self.server_hello = frame
         if self._hello is not None and not self._hello.done():
             self._hello.set_result(None)
@@ -857,12 +892,24 @@ class SimulatedDevice:
         activity = self.state.activity
         if state == "start":
             if activity in ("idle", "listening"):
+                # Scheduled on the main loop: audio right behind it is lost.
+                self._speaking_since = (
+                    asyncio.get_running_loop().time() + self.config.tts_start_latency
+                )
+                self._pending_listen_start = False
+                self.speaker.reset()
+                self._stop_mic()
                 await self._change_activity("speaking")
         elif state == "stop":
             if activity == "speaking":
-                await self._change_activity(
-                    "idle" if self.listen_mode == "manual" else "listening"
-                )
+                if self.listen_mode == "manual":
+                    await self._change_activity("idle")
+                else:
+                    # Listening again once what is queued has played.
+                    await self._change_activity("listening")
+                    self._pending_listen_start = True
+                    if self.speaker.idle:
+                        self._playback_drained()
         elif state == "sentence_start" and isinstance(frame.get("text"), str):
             self.tts_sentences.append(frame["text"])
 
@@ -875,13 +922,111 @@ class SimulatedDevice:
 
     def _on_binary(self, data: bytes) -> None:
         self.binary_received += 1
+        self.timeline.append((asyncio.get_running_loop().time(), "audio"))
         try:
             packet = decode_audio(data, self.protocol_version)
         except ValueError:
             _LOGGER.debug("%s: short binary frame", self.name)
         else:
             self.audio_received.append(packet.payload)
+            self.speaker.push(packet.payload)
         self._notify()
+
+    def _playing_allowed(self) -> bool:
+        """Return True when incoming audio is queued: Speaking, and settled."""
+        return (
+            self.state.activity == "speaking"
+            and asyncio.get_running_loop().time() >= self._speaking_since
+        )
+
+    def _playback_drained(self) -> None:
+        """Send the deferred ``listen start`` once playback has drained."""
+        self._notify()
+        if self._pending_listen_start and self.state.activity == "listening":
+            self._pending_listen_start = False
+            if self.connected:
+                self._spawn(self.send_listen("start", self.listen_mode), "listen")
+
+    # ------------------------------------------------------------------ voice
+
+    def say(self, pcm: bytes) -> None:
+        """Put speech (16 kHz mono 16-bit PCM) in front of the microphone."""
+        self._mic_source += pcm
+        self._notify()
+
+    async def wake(
+        self,
+        phrase: str = "你好小智",
+        speech: bytes = b"",
+        *,
+        preroll: float = WAKE_WORD_PREROLL,
+        mode: ListenMode = "auto",
+    ) -> None:
+        """Hear the wake word: dial if needed, pre-roll, detect, listen.
+
+        As the firmware does with ``CONFIG_SEND_WAKE_WORD_DATA``: first about
+        two seconds of audio from before the wake word, as fast as possible,
+        then ``listen detect`` with the phrase, then ``listen start`` and the
+        microphone in real time.
+        """
+        if not self.connected:
+            await self.connect()
+        self._stop_mic()
+        for packet in self._mic().frames(silence(preroll)):
+            await self.send_bytes(encode_audio(packet, self.protocol_version))
+            self.mic_frames_sent += 1
+        await self.send_listen("detect", text=phrase)
+        self.say(speech)
+        await self.send_listen("start", mode)
+
+    async def interrupt(self, phrase: str = "你好小智") -> None:
+        """Hear the wake word while speaking: abort, then listen again.
+
+        In auto mode the ``listen start`` waits until playback has drained.
+        """
+        await self._send_text(
+            abort_frame(self.outgoing_session_id, "wake_word_detected")
+        )
+        del phrase  # the firmware does not say it again
+        await self._change_activity("listening")
+        if self.listen_mode == "auto" and not self.speaker.idle:
+            self._pending_listen_start = True
+        else:
+            await self.send_listen("start", self.listen_mode)
+
+    def _mic(self) -> MicEncoder:
+        if self._mic_encoder is None:
+            self._mic_encoder = MicEncoder()
+        return self._mic_encoder
+
+    def _start_mic(self) -> None:
+        if self._mic_task is None or self._mic_task.done():
+            self._mic_task = self._spawn(self._stream_mic(), "microphone")
+
+    def _stop_mic(self) -> None:
+        if self._mic_task is not None and self.listen_mode != "realtime":
+            self._mic_task.cancel()
+            self._mic_task = None
+
+    async def _stream_mic(self) -> None:
+        """Stream the microphone while listening: speech, then silence."""
+        loop = asyncio.get_running_loop()
+        encoder = self._mic()
+        frame_seconds = AUDIO_FRAME_DURATION_MS / 1000 / self.config.mic_speed
+        next_at = loop.time()
+        while self.connected and (
+            self.state.activity == "listening" or self.listen_mode == "realtime"
+        ):
+            chunk = bytes(self._mic_source[: encoder.frame_bytes])
+            del self._mic_source[: encoder.frame_bytes]
+            for packet in encoder.frames(chunk or silence(0.06)):
+                if not await self.send_bytes(
+                    encode_audio(packet, self.protocol_version)
+                ):
+                    return
+                self.mic_frames_sent += 1
+            next_at += frame_seconds
+            await asyncio.sleep(max(0.0, next_at - loop.time()))
 
     # ------------------------------------------------------------------ outgoing
 
@@ -934,8 +1079,12 @@ class SimulatedDevice:
         )
         if state == "start":
             self.listen_mode = mode
+            self.listen_starts += 1
             await self._change_activity("listening")
+            if self.config.microphone and sent:
+                self._start_mic()
         elif state == "stop":
+            self._stop_mic()
             await self._change_activity("idle")
         return sent
 
@@ -1081,6 +1230,7 @@ class SimulatedDevice:
     async def stop(self) -> None:
         """Stop everything: close the link, cancel every task, close HTTP."""
         self._stopping = True
+        await self.speaker.stop()
         self._stopped.set()
         current = asyncio.current_task()
         for task in list(self._tasks):

@@ -97,10 +97,13 @@ async def setup_integration(hass: HomeAssistant, internal_url: str) -> None:
     Failed logins are counted (with a threshold no test reaches), as on an
     installation with IP bans enabled.
     """
+    # Home Assistant's own integration, which every installation has; the voice
+    # stack (conversation) needs it.
+    assert await async_setup_component(hass, "homeassistant", {})
     assert await async_setup_component(hass, DOMAIN, {})
     # Components with views of their own, set up before any test client starts
     # (a real installation loads the base platforms at start-up).
-    for component in ("diagnostics", *PLATFORMS):
+    for component in ("diagnostics", "websocket_api", *PLATFORMS):
         assert await async_setup_component(hass, component, {})
     assert KEY_BAN_MANAGER in hass.http.app
     hass.http.app[KEY_LOGIN_THRESHOLD] = 1000

@@ -13,6 +13,7 @@ from homeassistant.config_entries import (
 from homeassistant.core import HomeAssistant
 from homeassistant.data_entry_flow import FlowResultType
 from homeassistant.helpers.network import NoURLAvailableError
+from homeassistant.setup import async_setup_component
 import pytest
 from pytest_homeassistant_custom_component.common import (
     MockConfigEntry,
@@ -308,6 +309,7 @@ async def test_user_flow_no_device(
 
 async def test_user_flow_without_internal_url(hass: HomeAssistant) -> None:
     """Without a known address the instructions still show a usable example."""
+    assert await async_setup_component(hass, "homeassistant", {})
     with patch(
         "custom_components.xiaozhi.config_flow.get_url",
         side_effect=NoURLAvailableError,

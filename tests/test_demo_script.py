@@ -14,6 +14,7 @@ from homeassistant.components.http.config import (
     STORAGE_VERSION,
 )
 from homeassistant.util.yaml import load_yaml_dict
+from packaging.requirements import Requirement
 import pytest
 
 import demo
@@ -353,12 +354,31 @@ def _requirements(domains: set[str]) -> dict[str, str]:
         if domain not in seen:
             seen.add(domain)
             todo.extend(_manifest(domain).get("dependencies", []))
+    constraints = _constraints()
     needed = {}
     for domain in seen:
-        for requirement in _manifest(domain).get("requirements", []):
-            name, _, version = requirement.partition("==")
-            needed[name.lower()] = version
+        for line in _manifest(domain).get("requirements", []):
+            requirement = Requirement(line)
+            name = requirement.name.lower()
+            pinned = [
+                spec.version for spec in requirement.specifier if spec.operator == "=="
+            ]
+            # A range (the custom integration's) installs what Home Assistant pins.
+            version = pinned[0] if pinned else constraints[name]
+            assert requirement.specifier.contains(version), line
+            needed[name] = version
     return needed
+
+
+def _constraints() -> dict[str, str]:
+    """Return the versions Home Assistant pins (package_constraints.txt)."""
+    text = (COMPONENTS.parent / "package_constraints.txt").read_text()
+    pins = {}
+    for raw in text.splitlines():
+        name, sep, version = raw.split("#", 1)[0].strip().partition("==")
+        if sep:
+            pins[name.lower()] = version
+    return pins
 
 
 def test_frontend_pin_matches_home_assistant() -> None:

@@ -129,6 +129,7 @@ async def test_ota_known_device_without_internal_url(
     mock_config_entry: MockConfigEntry,
 ) -> None:
     """Without a configured URL the device is sent back where it came from."""
+    assert await async_setup_component(hass, "homeassistant", {})
     assert await async_setup_component(hass, DOMAIN, {})
     mock_config_entry.add_to_hass(hass)
     client = await hass_client_no_auth()

@@ -18,7 +18,7 @@ from .const import DOMAIN
 from .protocol import Activity, DeviceEvent, DeviceStatus, Tool
 
 STORAGE_VERSION: Final = 1
-STORAGE_MINOR_VERSION: Final = 1
+STORAGE_MINOR_VERSION: Final = 2
 SAVE_DELAY: Final = 10.0
 
 
@@ -29,6 +29,7 @@ class StoredDevice(TypedDict):
     status: dict[str, Any]
     board: str | None
     firmware: str | None
+    wake_word: str | None
 
 
 class DeviceStore(Store[StoredDevice]):
@@ -40,8 +41,8 @@ class DeviceStore(Store[StoredDevice]):
     ) -> StoredDevice:
         """Bring stored data from an older version to this one.
 
-        Version 1.1 is the first layout. A future layout migrates here, so a
-        downgrade leaves data the older code can still read.
+        1.1 had no wake word (1.2 adds it, learnt from the device). A newer
+        major version is not guessed at.
         """
         if old_major_version > STORAGE_VERSION:
             raise NotImplementedError(
@@ -53,6 +54,7 @@ class DeviceStore(Store[StoredDevice]):
             "status": {},
             "board": None,
             "firmware": None,
+            "wake_word": None,
         }
         if isinstance(old_data, dict):
             data.update(old_data)  # type: ignore[typeddict-item]
@@ -110,9 +112,15 @@ class XiaozhiEntryData:
         self.tools: dict[str, Tool] = {}
         self.status = DeviceStatus()
         self.activity = Activity.IDLE
+        self.wake_word: str | None = None
+        self.last_heard: str | None = None
+        self.last_reply: str | None = None
         self.last_photo: Picture | None = None
         self.screen: Picture | None = None
         self.link: LinkInfo | None = None
+        # The last link was closed by Home Assistant on purpose (a conversation
+        # ended): the device is away as expected, not lost.
+        self.expected_disconnect = False
         self.connects = 0
         self._state_listeners: dict[CALLBACK_TYPE, None] = {}
         self._tools_listeners: dict[CALLBACK_TYPE, None] = {}
@@ -132,6 +140,7 @@ class XiaozhiEntryData:
         self.status = DeviceStatus.from_json(stored["status"])
         self.board = stored["board"] or self.board
         self.firmware = stored["firmware"] or self.firmware
+        self.wake_word = stored["wake_word"]
 
     def _data_to_save(self) -> StoredDevice:
         return {
@@ -139,6 +148,7 @@ class XiaozhiEntryData:
             "status": dict(self.status.raw),
             "board": self.board,
             "firmware": self.firmware,
+            "wake_word": self.wake_word,
         }
 
     async def async_save(self) -> None:
@@ -203,6 +213,20 @@ class XiaozhiEntryData:
             self._schedule_save()
 
     @callback
+    def async_set_wake_word(self, wake_word: str) -> None:
+        """Take the wake word the device said it heard."""
+        if wake_word != self.wake_word:
+            self.wake_word = wake_word
+            self._schedule_save()
+
+    @callback
+    def async_set_transcript(self, heard: str | None, reply: str | None) -> None:
+        """Take what the device heard and what it answered in a turn."""
+        self.last_heard = heard if heard is not None else self.last_heard
+        self.last_reply = reply if reply is not None else self.last_reply
+        self.async_write_state()
+
+    @callback
     def async_set_tools(self, tools: dict[str, Tool]) -> None:
         """Take a tool list; entities follow it when it changed."""
         if tools == self.tools:
@@ -232,12 +256,16 @@ class XiaozhiEntryData:
             self.async_write_state()
 
     @callback
-    def async_set_link(self, link: LinkInfo | None) -> None:
-        """Take the device's connection, or None once it is gone."""
+    def async_set_link(self, link: LinkInfo | None, *, expected: bool = False) -> None:
+        """Take the device's connection, or None once it is gone.
+
+        ``expected`` says Home Assistant ended it on purpose.
+        """
         if link is not None:
             self.connects += 1
         else:
             self.activity = Activity.IDLE
+        self.expected_disconnect = link is None and expected
         self.link = link
         self.async_write_state()
 

@@ -1,10 +1,13 @@
 """Turn protocol failures into translated Home Assistant errors, in one place."""
 
 from collections.abc import Callable, Coroutine
+from contextlib import suppress
 from functools import wraps
 from typing import Any, Concatenate, Protocol
 
+from homeassistant.core import HomeAssistant
 from homeassistant.exceptions import HomeAssistantError, ServiceValidationError
+from homeassistant.helpers.translation import async_get_translations
 
 from .const import DOMAIN
 from .protocol import (
@@ -59,3 +62,18 @@ def device_command[SelfT: Named, **P, R](
             raise device_error(err, self.name) from err
 
     return handler  # type: ignore[return-value]
+
+
+async def async_device_text(
+    hass: HomeAssistant, key: str, placeholders: dict[str, str] | None = None
+) -> str:
+    """Return a short text for the device's screen, in the user's language.
+
+    The texts are the integration's translated ``exceptions`` messages.
+    """
+    language = hass.config.language
+    translations = await async_get_translations(hass, language, "exceptions", [DOMAIN])
+    message = translations.get(f"component.{DOMAIN}.exceptions.{key}.message", key)
+    with suppress(KeyError, IndexError):
+        message = message.format(**(placeholders or {}))
+    return message

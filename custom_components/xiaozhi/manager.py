@@ -32,16 +32,19 @@ from .const import (
     REQUEST_TIMEOUT,
 )
 from .entry_data import LinkInfo, XiaozhiEntryData
-from .helpers import device_command
+from .helpers import async_device_text, device_command
 from .protocol import (
     ArgumentError,
     CloseReason,
+    ConnectionClosedError,
     DeviceEvent,
+    DeviceEventType,
     DeviceSession,
     DeviceStatus,
     Link,
     Setting,
     ToolResult,
+    XiaozhiError,
     validate_arguments,
 )
 from .protocol.firmware import PHOTO_TOOL, REBOOT_TOOL, SNAPSHOT_TOOL, STATUS_TOOL
@@ -64,6 +67,29 @@ class UploadUrls(Protocol):
         """Return a one-time screen picture URL and the callback revoking it."""
 
 
+class VoiceHandler(Protocol):
+    """What serves a device's voice (the Assist satellite entity)."""
+
+    def voice_event(self, event: DeviceEvent) -> None:
+        """Take a wake word, listen start/stop or abort."""
+
+    def voice_audio(self, payload: bytes) -> None:
+        """Take one Opus packet from the microphone."""
+
+    def voice_closed(self) -> None:
+        """Learn that the device's link is gone."""
+
+
+VOICE_EVENTS: Final = frozenset(
+    {
+        DeviceEventType.WAKE_WORD,
+        DeviceEventType.LISTENING_STARTED,
+        DeviceEventType.LISTENING_STOPPED,
+        DeviceEventType.ABORTED,
+    }
+)
+
+
 class XiaozhiManager:
     """Owns one device's link and commands for its config entry."""
 
@@ -82,6 +108,9 @@ class XiaozhiManager:
         self._uploads: UploadUrls | None = None
         self._pending_link: LinkInfo | None = None
         self._shutting_down = False
+        self._voice: VoiceHandler | None = None
+        self._ending = False
+        self.listen_mode: str | None = None
 
     async def async_setup(self) -> None:
         """Restore what is stored and register the device."""
@@ -123,11 +152,12 @@ class XiaozhiManager:
     def available(self) -> bool:
         """Return True when entities should show their state.
 
-        With keep-alive the device stays connected, so being away means it is
-        unavailable. Without it the device connects only when it is used, and
-        entities keep showing the last known state in between.
+        A device away after Home Assistant ended its conversation is expected
+        to be away: its entities keep their last state. With keep-alive, a
+        device that dropped by itself is unavailable; without it, the device
+        connects only when it is used and entities keep their state too.
         """
-        return self.connected or not self.keepalive
+        return self.connected or self.data.expected_disconnect or not self.keepalive
 
     @property
     def call_timeout(self) -> float:
@@ -258,15 +288,53 @@ class XiaozhiManager:
         """Fire a device event on the bus and to the entities."""
         if session is not self.session:
             return
+        self._async_fire(event)
+        if event.type not in VOICE_EVENTS:
+            return
+        if event.type is DeviceEventType.LISTENING_STARTED:
+            mode = event.data.get("mode")
+            self.listen_mode = mode if isinstance(mode, str) else self.listen_mode
+        if self._voice is not None:
+            self._voice.voice_event(event)
+        elif event.type is DeviceEventType.LISTENING_STARTED:
+            # Nobody serves it: a listening device would stream its microphone
+            # for as long as the link stays open.
+            self.entry.async_create_background_task(
+                self.hass,
+                self._async_refuse_voice(),
+                f"xiaozhi refuse voice of {self.mac}",
+            )
+
+    @callback
+    def _async_fire(self, event: DeviceEvent) -> None:
+        """Fire a device event on the bus and to the entities."""
         self.hass.bus.async_fire(
             EVENT_XIAOZHI,
             {**event.data, "device_id": self.data.device_id, "type": event.type},
         )
         self.data.async_signal_event(event)
 
+    async def _async_refuse_voice(self) -> None:
+        LOGGER.info(
+            "%s started listening, but its Assist satellite is disabled; ending "
+            "the conversation",
+            self.name,
+        )
+        try:
+            await self._voice_session().send_alert(
+                "Home Assistant",
+                await async_device_text(self.hass, "voice_off"),
+                "sad",
+            )
+        except XiaozhiError as err:
+            LOGGER.debug("Could not tell %s: %s", self.name, err)
+        await self.async_end_conversation()
+
     @callback
     def session_audio(self, session: DeviceSession, payload: bytes) -> None:
-        """Take microphone audio (counted by the session; not used yet)."""
+        """Pass microphone audio to the voice assistant."""
+        if session is self.session and self._voice is not None:
+            self._voice.voice_audio(payload)
 
     @callback
     def session_closed(self, session: DeviceSession, reason: CloseReason) -> None:
@@ -275,7 +343,10 @@ class XiaozhiManager:
             return
         self.session = None
         self._uploads = None
-        if self._shutting_down or not self.keepalive:
+        expected, self._ending = self._ending, False
+        if self._voice is not None:
+            self._voice.voice_closed()
+        if self._shutting_down or expected or not self.keepalive:
             LOGGER.debug("%s disconnected (%s)", self.name, reason)
         else:
             LOGGER.info(
@@ -284,7 +355,91 @@ class XiaozhiManager:
                 self.name,
                 reason,
             )
-        self.data.async_set_link(None)
+        self.data.async_set_link(None, expected=expected)
+
+    # --- voice ----------------------------------------------------------
+
+    @callback
+    def async_set_voice_handler(self, handler: VoiceHandler) -> CALLBACK_TYPE:
+        """Have ``handler`` serve the device's voice until the callback is called."""
+        self._voice = handler
+
+        @callback
+        def remove() -> None:
+            if self._voice is handler:
+                self._voice = None
+
+        return remove
+
+    def _voice_session(self) -> DeviceSession:
+        """Return the live session; ConnectionClosedError when there is none."""
+        session = self.session
+        if session is None or session.closed:
+            raise ConnectionClosedError("not connected")
+        return session
+
+    @property
+    def voice_ready(self) -> bool:
+        """Return True when the device can be spoken to now."""
+        return self.session is not None and not self.session.closed
+
+    @callback
+    def async_signal_timer_finished(self, name: str, seconds: int) -> None:
+        """Fire the event of a timer set on this device that finished."""
+        self._async_fire(
+            DeviceEvent(
+                type=DeviceEventType.TIMER_FINISHED,
+                data={"name": name, "seconds": seconds},
+            )
+        )
+
+    @property
+    def voice_format(self) -> tuple[int, int]:
+        """Return the sample rate and frame duration (ms) audio is sent with."""
+        session = self._voice_session()
+        return session.sample_rate, session.frame_duration
+
+    async def async_voice_tts(self, state: str, text: str | None = None) -> None:
+        """Send ``tts`` (``start``, ``stop``, ``sentence_start``) to the device."""
+        await self._voice_session().send_tts(state, text)
+        if state in ("start", "stop"):
+            self._async_fire(
+                DeviceEvent(
+                    type=DeviceEventType.SPEAKING_STARTED
+                    if state == "start"
+                    else DeviceEventType.SPEAKING_STOPPED
+                )
+            )
+
+    async def async_voice_stt(self, text: str) -> None:
+        """Show the device what it heard."""
+        await self._voice_session().send_stt(text)
+
+    async def async_voice_emotion(self, emotion: str) -> None:
+        """Show an emotion on the device."""
+        await self._voice_session().send_emotion(emotion)
+
+    async def async_voice_alert(self, title: str, message: str, emotion: str) -> None:
+        """Show a message on the device (a timer, an error)."""
+        await self._voice_session().send_alert(title, message, emotion)
+
+    async def async_voice_audio(self, packet: bytes, timestamp: int) -> None:
+        """Send one Opus packet to the device's speaker."""
+        await self._voice_session().send_audio(packet, timestamp)
+
+    async def async_end_conversation(self) -> None:
+        """End the conversation as Home Assistant wants it ended.
+
+        The firmware has no message that makes it idle: over WebSocket the
+        conversation ends when the link closes, and the device dials again at
+        its next wake word. A planned end is an expected disconnect: entities
+        keep their state.
+        """
+        session = self.session
+        if session is None or session.closed:
+            return
+        self._ending = True
+        await session.close(CloseReason.CONVERSATION_ENDED, "conversation ended")
 
     # --- commands -------------------------------------------------------
 

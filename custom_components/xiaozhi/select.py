@@ -4,11 +4,16 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import override
 
+from homeassistant.components.assist_pipeline import (
+    AssistPipelineSelect,
+    VadSensitivitySelect,
+)
 from homeassistant.components.select import SelectEntity, SelectEntityDescription
 from homeassistant.const import EntityCategory
 from homeassistant.core import HomeAssistant, callback
 from homeassistant.helpers.entity_platform import AddConfigEntryEntitiesCallback
 
+from .const import DOMAIN
 from .entity import (
     EntityFactory,
     XiaozhiEntity,
@@ -52,7 +57,11 @@ async def async_setup_entry(
     entry: XiaozhiConfigEntry,
     async_add_entities: AddConfigEntryEntitiesCallback,
 ) -> None:
-    """Add selects for what the device offers."""
+    """Add the voice selects, and selects for what the device offers."""
+    manager = entry.runtime_data
+    async_add_entities(
+        [XiaozhiPipelineSelect(manager), XiaozhiVadSensitivitySelect(manager)]
+    )
 
     @callback
     def wanted(manager: XiaozhiManager) -> dict[str, EntityFactory]:
@@ -82,3 +91,36 @@ class XiaozhiSelect(XiaozhiEntity, SelectEntity):
     async def async_select_option(self, option: str) -> None:
         """Apply the option on the device."""
         await self.entity_description.set_fn(self.manager, option)
+
+
+class XiaozhiPipelineSelect(XiaozhiEntity, AssistPipelineSelect):
+    """Which Assist pipeline answers the device.
+
+    Its presence makes the device an Assist device (Voice assistants page).
+    """
+
+    def __init__(self, manager: XiaozhiManager) -> None:
+        """Create the select; its unique ID is ``<mac>-pipeline``."""
+        XiaozhiEntity.__init__(self, manager, "pipeline")
+        AssistPipelineSelect.__init__(self, manager.hass, DOMAIN, manager.mac)
+
+    @property
+    @override
+    def available(self) -> bool:
+        """Return True: the choice can be made while the device is away."""
+        return True
+
+
+class XiaozhiVadSensitivitySelect(XiaozhiEntity, VadSensitivitySelect):
+    """How long a pause ends what the user says."""
+
+    def __init__(self, manager: XiaozhiManager) -> None:
+        """Create the select; its unique ID is ``<mac>-vad_sensitivity``."""
+        XiaozhiEntity.__init__(self, manager, "vad_sensitivity")
+        VadSensitivitySelect.__init__(self, manager.hass, manager.mac)
+
+    @property
+    @override
+    def available(self) -> bool:
+        """Return True: the choice can be made while the device is away."""
+        return True

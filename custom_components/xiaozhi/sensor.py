@@ -11,7 +11,12 @@ from homeassistant.components.sensor import (
     SensorEntityDescription,
     SensorStateClass,
 )
-from homeassistant.const import PERCENTAGE, EntityCategory, UnitOfTemperature
+from homeassistant.const import (
+    MAX_LENGTH_STATE_STATE as MAX_STATE_LENGTH,
+    PERCENTAGE,
+    EntityCategory,
+    UnitOfTemperature,
+)
 from homeassistant.core import HomeAssistant, callback
 from homeassistant.helpers.entity_platform import AddConfigEntryEntitiesCallback
 from homeassistant.helpers.typing import StateType
@@ -73,7 +78,26 @@ ACTIVITY = XiaozhiSensorEntityDescription(
     options=[activity.value for activity in Activity],
     value_fn=lambda data: data.activity,
 )
+TRANSCRIPT_SENSORS = (
+    XiaozhiSensorEntityDescription(
+        key="last_heard",
+        translation_key="last_heard",
+        value_fn=lambda data: _short(data.last_heard),
+    ),
+    XiaozhiSensorEntityDescription(
+        key="last_reply",
+        translation_key="last_reply",
+        value_fn=lambda data: _short(data.last_reply),
+    ),
+)
 STICKY = frozenset(description.key for description in STATUS_SENSORS)
+
+
+def _short(text: str | None) -> str | None:
+    """Fit a text into a state (255 characters at most)."""
+    if text is None or len(text) <= MAX_STATE_LENGTH:
+        return text
+    return text[: MAX_STATE_LENGTH - 1] + "…"
 
 
 async def async_setup_entry(
@@ -86,7 +110,8 @@ async def async_setup_entry(
     @callback
     def wanted(manager: XiaozhiManager) -> dict[str, EntityFactory]:
         found: dict[str, EntityFactory] = {
-            ACTIVITY.key: partial(XiaozhiSensor, manager, ACTIVITY)
+            description.key: partial(XiaozhiSensor, manager, description)
+            for description in (ACTIVITY, *TRANSCRIPT_SENSORS)
         }
         for description in STATUS_SENSORS:
             if description.value_fn(manager.data) is not None:

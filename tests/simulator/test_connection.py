@@ -243,6 +243,13 @@ async def test_activity_and_notifications(
     await device.wait_for(lambda: device.state.activity == "speaking")
     await conn.send({"type": "tts", "state": "stop"})
     await device.wait_for(lambda: device.state.activity == "listening")
+    # Nothing was queued to play: listen start goes out again at once.
+    await conn.until(
+        lambda: [
+            f.get("state") for f in conn.frames if f.get("type") == "listen"
+        ]
+        == ["start", "start"]
+    )
     await device.send_abort()
     await conn.until(lambda: len(notes()) == 4)
     assert notes() == [

@@ -23,6 +23,7 @@ class DeviceEventType(StrEnum):
     ABORTED = "aborted"
     NOTIFICATION = "notification"
     MESSAGE = "message"
+    TIMER_FINISHED = "timer_finished"
 
 
 class Activity(StrEnum):

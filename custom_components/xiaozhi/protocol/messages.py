@@ -187,3 +187,21 @@ def alert_frame(
         "message": message,
         "emotion": emotion,
     }
+
+
+def tts_frame(session_id: str, state: str, text: str | None = None) -> dict[str, Any]:
+    """Build a ``tts`` frame: ``start``, ``stop`` or ``sentence_start`` (+ text)."""
+    frame: dict[str, Any] = {"session_id": session_id, "type": "tts", "state": state}
+    if text is not None:
+        frame["text"] = text
+    return frame
+
+
+def stt_frame(session_id: str, text: str) -> dict[str, Any]:
+    """Build an ``stt`` frame: the device shows what it heard."""
+    return {"session_id": session_id, "type": "stt", "text": text}
+
+
+def llm_frame(session_id: str, emotion: str) -> dict[str, Any]:
+    """Build an ``llm`` frame: the device shows an emotion."""
+    return {"session_id": session_id, "type": "llm", "emotion": emotion}

@@ -31,10 +31,13 @@ from .messages import (
     DeviceHello,
     alert_frame,
     dumps,
+    llm_frame,
     mcp_frame,
     parse_frame,
     recover_error_reply,
     server_hello,
+    stt_frame,
+    tts_frame,
 )
 from .tools import Tool, ToolResult
 
@@ -54,6 +57,7 @@ class CloseReason(StrEnum):
     HANDSHAKE_FAILED = "handshake_failed"
     REPLACED = "replaced"
     SERVER_CLOSED = "server_closed"
+    CONVERSATION_ENDED = "conversation_ended"
 
 
 class Link(Protocol):
@@ -311,6 +315,28 @@ class DeviceSession:
         except XiaozhiError as err:
             err.subject = "alert"
             raise
+
+    async def send_tts(self, state: str, text: str | None = None) -> None:
+        """Tell the device about speech: ``start``, ``stop``, ``sentence_start``."""
+        await self.send_frame(tts_frame(self.session_id, state, text))
+
+    async def send_stt(self, text: str) -> None:
+        """Show the device what it heard."""
+        await self.send_frame(stt_frame(self.session_id, text))
+
+    async def send_emotion(self, emotion: str) -> None:
+        """Show an emotion on the device."""
+        await self.send_frame(llm_frame(self.session_id, emotion))
+
+    @property
+    def sample_rate(self) -> int:
+        """Return the rate of audio sent to the device (the server hello's)."""
+        return int(self.audio_params.get("sample_rate", 24000))
+
+    @property
+    def frame_duration(self) -> int:
+        """Return the duration of one audio frame sent to the device, in ms."""
+        return int(self.audio_params.get("frame_duration", 60))
 
     # --- MCP ------------------------------------------------------------
 

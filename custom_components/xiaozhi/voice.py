@@ -1,0 +1,386 @@
+"""One voice turn of a device: its microphone into the pipeline, the reply out.
+
+A turn starts when the device says ``listen start`` and runs one Assist
+pipeline from speech-to-text. Pipeline events become device messages, in
+order: what it heard (``stt``), ``tts start`` as soon as the agent starts
+thinking (the device needs it before audio, and it turns the microphone off),
+an emotion (``llm``), the reply text (``tts sentence_start``), the reply audio
+as Opus paced in real time, and ``tts stop`` when playback should have ended.
+"""
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+import logging
+from typing import Any, Final
+
+from homeassistant.components import tts
+from homeassistant.components.assist_pipeline import PipelineEvent, PipelineEventType
+from homeassistant.core import HomeAssistant
+from homeassistant.exceptions import HomeAssistantError
+
+from .const import LOGGER
+from .helpers import async_device_text
+from .manager import XiaozhiManager
+from .protocol import ConnectionClosedError, ProtocolError, XiaozhiError
+from .protocol.codec import (
+    MIC_SAMPLE_RATE,
+    OpusDecoder,
+    OpusEncoder,
+    PcmConverter,
+    WavReader,
+    decode_file,
+)
+from .protocol.voice import TTS_START_SETTLE, DownlinkPacer, PacingStats, emotion_for
+
+# Microphone audio waiting for the pipeline: 30 s at 60 ms a frame. The
+# pipeline's voice detection ends speech after 15 s at most.
+MAX_QUEUED_FRAMES: Final = 500
+DUPLICATE_WAKE_UP: Final = "duplicate_wake_up_detected"
+
+type Step = Callable[[], Awaitable[None]]
+
+
+def error_text_key(code: str) -> str:
+    """Return the device text for a pipeline error code."""
+    if code.startswith("stt"):
+        return "voice_error_stt"
+    if code.startswith("intent"):
+        return "voice_error_intent"
+    if code.startswith("tts"):
+        return "voice_error_tts"
+    return "voice_error"
+
+
+@dataclass(slots=True)
+class TurnTimings:
+    """When things happened in a turn (loop time, seconds), for measurements."""
+
+    stt_end: float | None = None
+    tts_start_sent: float | None = None
+    first_tts_bytes: float | None = None
+    first_frame_sent: float | None = None
+
+
+@dataclass(slots=True)
+class TurnResult:
+    """What a turn heard and said."""
+
+    heard: str | None = None
+    reply: str | None = None
+    error: str | None = None
+    continue_conversation: bool = False
+    pacing: PacingStats = field(default_factory=PacingStats)
+
+
+class VoiceTurn:
+    """The device side of one pipeline run."""
+
+    def __init__(
+        self,
+        hass: HomeAssistant,
+        manager: XiaozhiManager,
+        *,
+        mode: str,
+        wake_phrase: str | None,
+        on_played: Callable[[], None],
+    ) -> None:
+        """Start listening; ``on_played`` is called once the reply has played."""
+        self.hass = hass
+        self.manager = manager
+        self.mode = mode
+        self.wake_phrase = wake_phrase
+        self._on_played = on_played
+        self._loop = hass.loop
+        self._audio: asyncio.Queue[bytes | None] = asyncio.Queue()
+        self._decoder = OpusDecoder(MIC_SAMPLE_RATE)
+        self.listening = True
+        self.frames_heard = 0
+        self.frames_dropped = 0
+        self.result = TurnResult()
+        self.timings = TurnTimings()
+        self._tts_token: str | None = None
+        self._tts_start: asyncio.Future[float] = self._loop.create_future()
+        self._speaker: asyncio.Task[None] | None = None
+        self._steps: asyncio.Queue[Step] = asyncio.Queue()
+        self._stepper = hass.async_create_background_task(
+            self._run_steps(), f"xiaozhi voice messages of {manager.mac}"
+        )
+        self._tts_stopped = False
+        self.ended = False
+
+    # --- microphone ------------------------------------------------------
+
+    def feed(self, packet: bytes) -> None:
+        """Take one Opus packet from the microphone while listening."""
+        if not self.listening:
+            self.frames_dropped += 1
+            return
+        if self._audio.qsize() >= MAX_QUEUED_FRAMES:
+            self.frames_dropped += 1
+            return
+        self.frames_heard += 1
+        self._audio.put_nowait(self._decoder.decode(packet))
+
+    def end_audio(self) -> None:
+        """Stop listening: the audio stream ends for the pipeline."""
+        if self.listening:
+            self.listening = False
+            self._audio.put_nowait(None)
+
+    async def audio_stream(self) -> AsyncIterator[bytes]:
+        """Yield 16 kHz 16-bit mono PCM until listening ends."""
+        while (chunk := await self._audio.get()) is not None:
+            yield chunk
+
+    # --- pipeline events -------------------------------------------------
+
+    def on_event(self, event: PipelineEvent) -> None:
+        """Turn a pipeline event into device messages (in order)."""
+        data = event.data or {}
+        match event.type:
+            case PipelineEventType.RUN_START:
+                if isinstance(output := data.get("tts_output"), dict):
+                    self._tts_token = output.get("token")
+            case PipelineEventType.STT_VAD_END:
+                self.end_audio()
+            case PipelineEventType.STT_END:
+                self.end_audio()
+                self.timings.stt_end = self._loop.time()
+                text = str(data.get("stt_output", {}).get("text", ""))
+                self.result.heard = text
+                self.manager.data.async_set_transcript(text, None)
+                self._step(lambda: self.manager.async_voice_stt(text))
+            case PipelineEventType.INTENT_START:
+                self._step(self._start_speaking)
+                self._step(lambda: self.manager.async_voice_emotion("thinking"))
+            case PipelineEventType.INTENT_PROGRESS if data.get("tts_start_streaming"):
+                self._speak(self._tts_token)
+            case PipelineEventType.INTENT_END:
+                self._on_intent_end(data)
+            case PipelineEventType.TTS_START:
+                text = str(data.get("tts_input", ""))
+                self._step(lambda: self.manager.async_voice_tts("sentence_start", text))
+            case PipelineEventType.TTS_END:
+                output = data.get("tts_output") or {}
+                self._speak(output.get("token") or self._tts_token)
+            case PipelineEventType.ERROR:
+                self._on_error(str(data.get("code", "")), str(data.get("message", "")))
+
+    def _on_intent_end(self, data: dict[str, Any]) -> None:
+        output = data.get("intent_output") or {}
+        response = output.get("response") or {}
+        speech = response.get("speech") or {}
+        reply = str((speech.get("plain") or {}).get("speech", ""))
+        self.result.reply = reply
+        self.manager.data.async_set_transcript(None, reply)
+        self.result.continue_conversation = bool(output.get("continue_conversation"))
+        emotion = emotion_for(
+            reply,
+            failed=response.get("response_type") == "error",
+            acted=response.get("response_type") == "action_done",
+        )
+        self._step(lambda: self.manager.async_voice_emotion(emotion))
+
+    def _on_error(self, code: str, message: str) -> None:
+        self.end_audio()
+        self.result.error = code
+        if code == DUPLICATE_WAKE_UP:
+            # Another satellite took this wake word: end this turn quietly.
+            LOGGER.debug("%s: %s", self.manager.name, message)
+            return
+        LOGGER.info("%s: the voice assistant failed: %s", self.manager.name, message)
+        self._step(lambda: self._show_error(error_text_key(code)))
+
+    async def _show_error(self, key: str) -> None:
+        text = await async_device_text(self.hass, key)
+        await self.manager.async_voice_emotion("sad")
+        await self.manager.async_voice_tts("sentence_start", text)
+
+    # --- device messages, in order ----------------------------------------
+
+    def _step(self, step: Step) -> None:
+        self._steps.put_nowait(step)
+
+    async def _run_steps(self) -> None:
+        while True:
+            step = await self._steps.get()
+            try:
+                await step()
+            except XiaozhiError as err:
+                LOGGER.debug("%s: voice message not sent: %s", self.manager.name, err)
+            finally:
+                self._steps.task_done()
+
+    async def _start_speaking(self) -> None:
+        """Send ``tts start``: the device goes Speaking and its microphone off."""
+        if self._tts_start.done():
+            return
+        try:
+            await self.manager.async_voice_tts("start")
+        finally:
+            now = self._loop.time()
+            self.timings.tts_start_sent = now
+            self._tts_start.set_result(now)
+
+    # --- the reply ---------------------------------------------------------
+
+    def _speak(self, token: str | None) -> None:
+        if self._speaker is not None or token is None:
+            return
+        self._step(self._start_speaking)
+        self._speaker = self.hass.async_create_background_task(
+            self._play(token), f"xiaozhi reply to {self.manager.mac}"
+        )
+
+    async def _play(self, token: str) -> None:
+        """Play the reply: decode, encode and pace it, then ``tts stop``."""
+        stream = tts.async_get_stream(self.hass, token)
+        if stream is None:
+            LOGGER.warning("%s: the reply's audio is gone", self.manager.name)
+            return
+        started = await self._tts_start
+        try:
+            rate, frame_ms = self.manager.voice_format
+            self.result.pacing = await play_audio(
+                self.manager,
+                stream_pcm(self.hass, stream, rate, self._first_bytes),
+                rate=rate,
+                frame_ms=frame_ms,
+                not_before=started + TTS_START_SETTLE,
+                on_first_frame=self._first_frame,
+            )
+        except ConnectionClosedError as err:
+            LOGGER.debug("%s: reply not played: %s", self.manager.name, err)
+        except (ProtocolError, HomeAssistantError) as err:
+            LOGGER.warning(
+                "%s: the reply could not be spoken: %s", self.manager.name, err
+            )
+            self._step(lambda: self._show_error("voice_error_tts"))
+
+    def _first_bytes(self) -> None:
+        if self.timings.first_tts_bytes is None:
+            self.timings.first_tts_bytes = self._loop.time()
+
+    def _first_frame(self) -> None:
+        if self.timings.first_frame_sent is None:
+            self.timings.first_frame_sent = self._loop.time()
+
+    # --- the end -----------------------------------------------------------
+
+    async def finish(self) -> bool:
+        """Wait for the reply to play and stop speaking.
+
+        Returns True when the conversation continues (the agent asked a
+        question): the device listens again by itself after ``tts stop``.
+        """
+        if self._speaker is not None:
+            await self._speaker
+        await self._steps.join()
+        await self._stop_speaking()
+        self._on_played()
+        self._close()
+        return self.result.continue_conversation and self.result.error is None
+
+    async def abort(self) -> None:
+        """Stop the reply at once (within one frame) and stop speaking."""
+        self.end_audio()
+        if self._speaker is not None:
+            self._speaker.cancel()
+        await self._stop_speaking()
+        self._on_played()
+        self._close()
+
+    def cancel(self) -> None:
+        """Drop the turn without a word to the device (its link is gone)."""
+        self.end_audio()
+        if self._speaker is not None:
+            self._speaker.cancel()
+        self._close()
+
+    async def _stop_speaking(self) -> None:
+        if self._tts_start.done() and not self._tts_stopped:
+            self._tts_stopped = True
+            try:
+                await self.manager.async_voice_tts("stop")
+            except XiaozhiError as err:
+                LOGGER.debug("%s: tts stop not sent: %s", self.manager.name, err)
+
+    def _close(self) -> None:
+        self.ended = True
+        self._stepper.cancel()
+        if not self._tts_start.done():
+            self._tts_start.cancel()
+
+
+async def stream_pcm(
+    hass: HomeAssistant,
+    stream: tts.ResultStream,
+    rate: int,
+    on_bytes: Callable[[], None] | None = None,
+) -> AsyncIterator[bytes]:
+    """Yield a TTS result as 16-bit mono PCM at ``rate``.
+
+    WAV (what the satellite asks engines for) is converted as it streams;
+    any other format is decoded with PyAV once complete.
+    """
+    reader = WavReader() if stream.extension == "wav" else None
+    converter: PcmConverter | None = None
+    other = bytearray()
+    async for chunk in stream.async_stream_result():
+        if on_bytes is not None:
+            on_bytes()
+        if reader is None:
+            other += chunk
+            continue
+        samples = reader.feed(chunk)
+        if samples is None or reader.format is None:
+            continue
+        if converter is None:
+            converter = PcmConverter(
+                reader.format.sample_rate, reader.format.channels, rate
+            )
+        if pcm := converter.convert(samples):
+            yield pcm
+    if converter is not None and (pcm := converter.flush()):
+        yield pcm
+    if other:
+        for pcm in await hass.async_add_executor_job(
+            lambda: list(decode_file(bytes(other), rate))
+        ):
+            yield pcm
+
+
+async def play_audio(
+    manager: XiaozhiManager,
+    pcm: AsyncIterator[bytes],
+    *,
+    rate: int,
+    frame_ms: int,
+    not_before: float,
+    on_first_frame: Callable[[], None] | None = None,
+) -> PacingStats:
+    """Encode PCM into Opus frames, send them in real time, wait for playback."""
+    encoder = OpusEncoder(rate, frame_ms)
+    pacer = DownlinkPacer(
+        manager.async_voice_audio,
+        frame_duration=frame_ms / 1000,
+        not_before=not_before,
+    )
+    async for chunk in pcm:
+        for packet in encoder.encode(chunk):
+            await pacer.send(packet)
+            if on_first_frame is not None:
+                on_first_frame()
+                on_first_frame = None
+    for packet in encoder.flush():
+        await pacer.send(packet)
+    await pacer.drain()
+    if LOGGER.isEnabledFor(logging.DEBUG):
+        LOGGER.debug(
+            "%s: played %d frames, lead at most %.0f ms",
+            manager.name,
+            pacer.stats.frames,
+            pacer.stats.max_lead * 1000,
+        )
+    return pacer.stats

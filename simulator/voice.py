@@ -1,0 +1,245 @@
+"""The simulated device's microphone and speaker, as the firmware has them.
+
+Microphone (``application.cc``, ``audio_service.cc``): 16 kHz mono, Opus
+frames of 60 ms with DTX (silence becomes tiny packets), sent in real time.
+
+Speaker: incoming audio is queued **only while Speaking**; ``tts start``
+takes effect one pass of the main loop later; the queue holds at most 40
+packets and drops the rest (pushed without waiting); packets play one frame
+duration each; ``tts stop`` does not flush the queue. In auto mode the device
+sends ``listen start`` again once playback has drained.
+"""
+
+import asyncio
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+import io
+import math
+from pathlib import Path
+from typing import BinaryIO, Final
+import wave
+
+import av
+from av.audio.frame import AudioFrame
+from av.audio.resampler import AudioResampler
+import numpy as np
+
+MIC_RATE: Final = 16000
+FRAME_MS: Final = 60
+MAX_DECODE_PACKETS: Final = 2400 // FRAME_MS  # MAX_DECODE_PACKETS_IN_QUEUE
+WAKE_WORD_PREROLL: Final = 2.0  # seconds cached before the wake word
+
+
+def tone(
+    frequency: float,
+    seconds: float,
+    rate: int = MIC_RATE,
+    amplitude: float = 0.3,
+) -> bytes:
+    """Return 16-bit mono PCM of a sine tone."""
+    samples = np.arange(round(seconds * rate)) / rate
+    wave = np.sin(2 * math.pi * frequency * samples) * amplitude * 32767
+    return wave.astype("<i2").tobytes()
+
+
+def silence(seconds: float, rate: int = MIC_RATE) -> bytes:
+    """Return 16-bit mono PCM of silence."""
+    return bytes(round(seconds * rate) * 2)
+
+
+def read_audio(path: str | Path, rate: int = MIC_RATE) -> bytes:
+    """Read any audio file PyAV can decode as 16-bit mono PCM at ``rate``."""
+    resampler = AudioResampler(format="s16", layout="mono", rate=rate)
+    pcm = bytearray()
+    with av.open(str(path)) as container:
+        for frame in container.decode(audio=0):
+            for out in resampler.resample(frame):
+                pcm += bytes(out.planes[0])[: out.samples * 2]
+        for out in resampler.resample(None):
+            pcm += bytes(out.planes[0])[: out.samples * 2]
+    return bytes(pcm)
+
+
+def write_wav(path: str | Path | BinaryIO, pcm: bytes, rate: int) -> None:
+    """Write 16-bit mono PCM as a WAV a person can play."""
+    target = path if isinstance(path, BinaryIO | io.IOBase) else str(path)
+    with wave.open(target, "wb") as out:  # type: ignore[arg-type]
+        out.setnchannels(1)
+        out.setsampwidth(2)
+        out.setframerate(rate)
+        out.writeframes(pcm)
+
+
+def dominant_frequency(pcm: bytes, rate: int) -> float:
+    """Return the loudest frequency of 16-bit mono PCM (Hz)."""
+    samples = np.frombuffer(pcm, dtype="<i2").astype(np.float64)
+    if samples.size == 0:
+        return 0.0
+    spectrum = np.abs(np.fft.rfft(samples * np.hanning(samples.size)))
+    return float(np.fft.rfftfreq(samples.size, 1 / rate)[int(np.argmax(spectrum))])
+
+
+class MicEncoder:
+    """Encode 16 kHz PCM into the firmware's 60 ms Opus frames, with DTX."""
+
+    def __init__(self, rate: int = MIC_RATE, frame_ms: int = FRAME_MS) -> None:
+        """Prepare the encoder."""
+        codec = av.CodecContext.create("libopus", "w")
+        codec.sample_rate = rate
+        codec.layout = "mono"
+        codec.format = "s16"
+        codec.bit_rate = 24000
+        codec.options = {
+            "frame_duration": str(frame_ms),
+            "application": "voip",
+            "dtx": "1",
+        }
+        self._codec = codec
+        self._rate = rate
+        self.frame_bytes = rate * frame_ms // 1000 * 2
+        self._pts = 0
+
+    def frames(self, pcm: bytes) -> list[bytes]:
+        """Return one Opus packet per 60 ms of ``pcm`` (the last one padded)."""
+        packets: list[bytes] = []
+        for start in range(0, len(pcm), self.frame_bytes):
+            chunk = pcm[start : start + self.frame_bytes].ljust(self.frame_bytes, b"\0")
+            samples = np.frombuffer(chunk, dtype="<i2").reshape(1, -1)
+            frame = AudioFrame.from_ndarray(samples, format="s16", layout="mono")
+            frame.sample_rate = self._rate
+            frame.pts = self._pts
+            self._pts += len(chunk) // 2
+            packets += [bytes(packet) for packet in self._codec.encode(frame)]
+        return packets
+
+
+class SpeakerDecoder:
+    """Decode the server's Opus packets as the device does."""
+
+    def __init__(self, rate: int, frame_ms: int) -> None:
+        """Open a decoder for the server hello's audio parameters."""
+        self.rate = rate
+        self.frame_ms = frame_ms
+        self._codec = av.CodecContext.create("libopus", "r")
+        self._codec.sample_rate = rate
+        self._codec.layout = "mono"
+        self._resampler = AudioResampler(format="s16", layout="mono", rate=rate)
+        self.failed = 0
+
+    def decode(self, packet: bytes) -> bytes:
+        """Return PCM of one packet; a broken packet plays as nothing."""
+        try:
+            frames = self._codec.decode(av.Packet(packet))
+        except av.FFmpegError, ValueError:
+            self.failed += 1
+            return b""
+        return b"".join(
+            bytes(out.planes[0])[: out.samples * 2]
+            for frame in frames
+            for out in self._resampler.resample(frame)
+        )
+
+
+@dataclass(kw_only=True)
+class PlaybackRecord:
+    """What the speaker did with the server's audio."""
+
+    received: int = 0
+    dropped_not_speaking: int = 0
+    dropped_queue_full: int = 0
+    played: int = 0
+    played_pcm: bytearray = field(default_factory=bytearray)
+    max_queue: int = 0
+    arrivals: list[float] = field(default_factory=list)
+    finished_at: float | None = None
+
+    @property
+    def dropped(self) -> int:
+        """Return every packet that was not played."""
+        return self.dropped_not_speaking + self.dropped_queue_full
+
+
+class Speaker:
+    """The firmware's playback: a bounded queue drained in real time."""
+
+    def __init__(
+        self,
+        *,
+        is_speaking: Callable[[], bool],
+        on_drained: Callable[[], None],
+        queue_limit: int = MAX_DECODE_PACKETS,
+        decode: bool = True,
+    ) -> None:
+        """Play while ``is_speaking()``; call ``on_drained`` when the queue empties."""
+        self._is_speaking = is_speaking
+        self._on_drained = on_drained
+        self.queue_limit = queue_limit
+        self._decode = decode
+        self._queue: deque[bytes] = deque()
+        self._decoder: SpeakerDecoder | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._wake = asyncio.Event()
+        self.record = PlaybackRecord()
+        self.frame_seconds = FRAME_MS / 1000
+
+    def configure(self, rate: int, frame_ms: int) -> None:
+        """Take the server hello's audio parameters."""
+        self.frame_seconds = frame_ms / 1000
+        if self._decode and (
+            self._decoder is None
+            or (self._decoder.rate, self._decoder.frame_ms) != (rate, frame_ms)
+        ):
+            self._decoder = SpeakerDecoder(rate, frame_ms)
+
+    @property
+    def idle(self) -> bool:
+        """Return True when nothing is queued or playing."""
+        return not self._queue and (self._task is None or self._task.done())
+
+    def push(self, packet: bytes) -> None:
+        """Take one packet from the server (dropped unless Speaking)."""
+        record = self.record
+        record.received += 1
+        record.arrivals.append(asyncio.get_running_loop().time())
+        if not self._is_speaking():
+            record.dropped_not_speaking += 1
+            return
+        if len(self._queue) >= self.queue_limit:
+            record.dropped_queue_full += 1
+            return
+        self._queue.append(packet)
+        record.max_queue = max(record.max_queue, len(self._queue))
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._play())
+
+    def reset(self) -> None:
+        """Clear the queue (entering Speaking resets the decoder)."""
+        self._queue.clear()
+
+    async def _play(self) -> None:
+        loop = asyncio.get_running_loop()
+        next_at = loop.time()
+        while self._queue:
+            packet = self._queue.popleft()
+            if self._decoder is not None:
+                self.record.played_pcm += self._decoder.decode(packet)
+            self.record.played += 1
+            next_at += self.frame_seconds
+            await asyncio.sleep(max(0.0, next_at - loop.time()))
+        self.record.finished_at = loop.time()
+        self._on_drained()
+
+    async def stop(self) -> None:
+        """Stop playing (the device is stopping)."""
+        self._queue.clear()
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+
+def wav_bytes(pcm: bytes, rate: int) -> bytes:
+    """Return 16-bit mono PCM wrapped in a WAV file."""
+    buffer = io.BytesIO()
+    write_wav(buffer, pcm, rate)
+    return buffer.getvalue()

@@ -1,0 +1,1 @@
+"""Voice: the device as an Assist satellite."""

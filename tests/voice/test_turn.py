@@ -1,0 +1,390 @@
+"""A voice turn end to end: microphone to pipeline, reply to the speaker."""
+
+import asyncio
+from collections.abc import Callable
+import logging
+
+from homeassistant.core import HomeAssistant
+from homeassistant.helpers import entity_registry as er
+import pytest
+from pytest_homeassistant_custom_component.common import MockConfigEntry
+from pytest_homeassistant_custom_component.typing import WebSocketGenerator
+
+from custom_components.xiaozhi.const import DOMAIN
+from simulator import SimulatedDevice
+from simulator.voice import dominant_frequency, silence, tone
+from tests.conftest import MAC, MAC2, TOKEN, TOKEN2, WS_URL, wait_for_runtime
+from tests.voice.conftest import Voice, loud
+
+FRAME = 0.06
+SPEECH = tone(440, 1.0) + silence(1.0)
+
+
+def loud_seconds(pcm: bytes, rate: int = 16000) -> float:
+    """Return how long the sound in 16-bit PCM lasts (10 ms resolution)."""
+    step = rate // 100 * 2
+    chunks = [pcm[i : i + step] for i in range(0, len(pcm), step)]
+    return sum(1 for chunk in chunks if loud(chunk)) / 100
+
+
+def texts(device: SimulatedDevice) -> list[str]:
+    """Return what the device was told, without MCP and audio."""
+    return [
+        what for _when, what in device.timeline if what not in ("audio", "mcp", "hello")
+    ]
+
+
+async def closed(device: SimulatedDevice, links: int = 1, timeout: float = 15) -> None:
+    """Wait until ``links`` links of the device have ended."""
+    await device.wait_for(lambda: len(device.close_reasons) >= links, timeout=timeout)
+
+
+@pytest.mark.parametrize("version", [1, 2, 3])
+async def test_tone_survives_the_round_trip(
+    hass: HomeAssistant,
+    voice: Voice,
+    init_integration: MockConfigEntry,
+    simulators: Callable[..., SimulatedDevice],
+    version: int,
+) -> None:
+    """What the device hears reaches speech-to-text intact; the reply plays whole.
+
+    The two seconds of audio the firmware sends from before the wake word are
+    not part of what the user said.
+    """
+    voice.tts.seconds = 1.2
+    talker = simulators(
+        ws_url=WS_URL, token=TOKEN, mic_speed=4.0, protocol_version=version
+    )
+    await talker.wake("你好小智", tone(440, 1.5) + silence(1.0))
+    await closed(talker)
+
+    heard = bytes(voice.stt.received)
+    assert abs(loud_seconds(heard) - 1.5) <= FRAME
+    assert abs(dominant_frequency(heard, 16000) - 440) <= 5
+
+    record = talker.speaker.record
+    assert record.dropped == 0
+    assert abs(record.played * FRAME - 1.2) <= FRAME
+    played = bytes(record.played_pcm)
+    assert abs(len(played) / 2 / 24000 - 1.2) <= FRAME
+    assert abs(dominant_frequency(played, 24000) - 880) <= 5
+
+
+async def test_reply_messages_in_order_and_paced(
+    hass: HomeAssistant,
+    voice: Voice,
+    init_integration: MockConfigEntry,
+    talker: SimulatedDevice,
+) -> None:
+    """What it heard, tts start, faces, the text, paced audio, then tts stop.
+
+    The reply plays in real time a few frames ahead, never near the device's
+    40-packet queue, and ``tts stop`` comes once it has played; then Home
+    Assistant ends the conversation and the entities stay available.
+    """
+    await voice.use_agent()
+    voice.tts.seconds = 2.0
+    await talker.wake("你好小智", SPEECH)
+    await closed(talker)
+
+    assert texts(talker) == [
+        "stt",
+        "tts:start",
+        "llm",
+        "llm",
+        "tts:sentence_start",
+        "tts:stop",
+    ]
+    assert talker.stt_texts == ["turn on the lights"]
+    assert talker.tts_sentences == ["Sure, done 😊"]
+    assert talker.state.emotion == "happy"  # from the reply's emoji
+    record = talker.speaker.record
+    assert record.dropped == 0
+    assert abs(record.played * FRAME - 2.0) <= FRAME
+    assert record.max_queue <= 7
+
+    times = {what: when for when, what in talker.timeline}
+    first_audio = min(when for when, what in talker.timeline if what == "audio")
+    last_audio = max(when for when, what in talker.timeline if what == "audio")
+    assert times["tts:start"] < first_audio
+    assert times["tts:stop"] > last_audio
+    assert record.finished_at is not None
+    assert times["tts:stop"] >= record.finished_at - FRAME
+    # Paced: about real time, not everything at once.
+    assert last_audio - first_audio >= 2.0 - 7 * FRAME
+
+    assert talker.close_reasons == ["server_closed"]
+    runtime = init_integration.runtime_data
+    await wait_for_runtime(runtime, lambda d: d.session is None)
+    assert runtime.data.expected_disconnect
+    volume = er.async_get(hass).async_get_entity_id("number", DOMAIN, f"{MAC}-volume")
+    assert volume is not None
+    assert hass.states.get(volume).state == "70"  # not unavailable
+    assert runtime.data.last_heard == "turn on the lights"
+    assert runtime.data.last_reply == "Sure, done 😊"
+
+
+async def test_abort_stops_the_reply_within_a_frame(
+    hass: HomeAssistant,
+    voice: Voice,
+    init_integration: MockConfigEntry,
+    talker: SimulatedDevice,
+) -> None:
+    """The wake word while speaking: the audio stops, tts stop, a new turn."""
+    voice.tts.seconds = 5.0
+    await talker.wake("你好小智", SPEECH)
+    await talker.wait_for(lambda: talker.speaker.record.received >= 10, timeout=15)
+    received = talker.speaker.record.received
+    aborted = asyncio.get_running_loop().time()
+    await talker.interrupt()
+    await talker.wait_for(lambda: "tts:stop" in texts(talker))
+    late = [
+        when for when, what in talker.timeline if what == "audio" and when > aborted
+    ]
+    assert len(late) <= 1
+    assert talker.speaker.record.received <= received + 1
+    # The device listens again by itself once its queue has played: a new turn.
+    talker.say(SPEECH)
+    await talker.wait_for(lambda: voice.stt.calls == 2, timeout=15)
+    await closed(talker)
+
+
+async def test_button_abort_ends_the_conversation(
+    hass: HomeAssistant,
+    voice: Voice,
+    init_integration: MockConfigEntry,
+    talker: SimulatedDevice,
+) -> None:
+    """A button press while speaking: quiet, and the link closes."""
+    voice.tts.seconds = 5.0
+    await talker.wake("你好小智", SPEECH)
+    await talker.wait_for(lambda: talker.speaker.record.received >= 5, timeout=15)
+    await talker.send_abort()
+    await closed(talker)
+    assert "tts:stop" in texts(talker)
+    assert voice.stt.calls == 1
+    assert talker.speaker.record.received < 5.0 / FRAME
+
+
+async def test_a_question_back_continues_the_conversation(
+    hass: HomeAssistant,
+    voice: Voice,
+    init_integration: MockConfigEntry,
+    talker: SimulatedDevice,
+) -> None:
+    """The agent asks back: the link stays, the device listens, same conversation."""
+    await voice.use_agent()
+    voice.agent.ask_back = True
+    voice.agent.reply = "Which room?"
+    voice.tts.seconds = 0.5
+    await talker.wake("你好小智", SPEECH)
+    await talker.wait_for(lambda: talker.listen_starts == 2, timeout=15)
+    assert talker.connected
+    voice.agent.ask_back = False
+    voice.agent.reply = "The kitchen it is."
+    talker.say(SPEECH)
+    await closed(talker)
+    first, second = voice.agent.inputs
+    assert first.conversation_id == second.conversation_id
+    assert talker.tts_sentences == ["Which room?", "The kitchen it is."]
+
+
+async def test_a_new_listen_start_replaces_the_turn(
+    hass: HomeAssistant,
+    voice: Voice,
+    init_integration: MockConfigEntry,
+    talker: SimulatedDevice,
+) -> None:
+    """``listen start`` in the middle of a turn starts over cleanly."""
+    await talker.wake("你好小智", tone(440, 5.0))
+    await talker.wait_for(lambda: talker.mic_frames_sent > 40, timeout=15)
+    await talker.send_listen("start", "auto")
+    talker.say(silence(1.0))
+    await closed(talker)
+    assert texts(talker).count("tts:stop") == 1
+    assert talker.tts_sentences
+
+
+@pytest.mark.parametrize(
+    ("setup", "text"),
+    [
+        (lambda voice: setattr(voice.stt, "text", ""), "Sorry, I did not catch that."),
+        (
+            lambda voice: setattr(voice.tts, "fail", True),
+            "Sorry, I cannot speak right now.",
+        ),
+    ],
+    ids=["nothing-recognized", "tts-fails"],
+)
+async def test_an_error_is_shown_and_ends_the_turn(
+    hass: HomeAssistant,
+    voice: Voice,
+    init_integration: MockConfigEntry,
+    talker: SimulatedDevice,
+    setup: Callable[[Voice], None],
+    text: str,
+) -> None:
+    """The device shows a sad face and a short text; it is not left listening."""
+    setup(voice)
+    await talker.wake("你好小智", SPEECH)
+    await closed(talker)
+    assert talker.tts_sentences[-1] == text
+    assert talker.state.emotion == "sad"
+    assert talker.state.activity != "speaking"
+    assert init_integration.runtime_data.session is None
+
+
+async def test_same_wake_word_twice_ends_the_second_turn_quietly(
+    hass: HomeAssistant,
+    voice: Voice,
+    init_integration: MockConfigEntry,
+    second_entry: MockConfigEntry,
+    simulators: Callable[..., SimulatedDevice],
+) -> None:
+    """Two boxes hear one wake word: one answers, the other goes quiet."""
+    first = simulators(ws_url=WS_URL, token=TOKEN, mic_speed=4.0)
+    second = simulators(ws_url=WS_URL, token=TOKEN2, mac=MAC2, mic_speed=4.0)
+    await first.wake("你好小智", SPEECH)
+    await second.wake("你好小智", SPEECH)
+    await closed(first)
+    await closed(second)
+    answered = [device for device in (first, second) if device.tts_sentences]
+    assert len(answered) == 1
+    quiet = second if answered[0] is first else first
+    assert quiet.tts_sentences == []
+    assert quiet.state.emotion != "sad"
+
+
+async def test_device_gone_mid_turn(
+    hass: HomeAssistant,
+    voice: Voice,
+    init_integration: MockConfigEntry,
+    talker: SimulatedDevice,
+) -> None:
+    """A drop during the reply cleans up; the next wake word is served."""
+    voice.tts.seconds = 5.0
+    await talker.wake("你好小智", SPEECH)
+    await talker.wait_for(lambda: talker.speaker.record.received >= 3, timeout=15)
+    talker.drop_link()
+    runtime = init_integration.runtime_data
+    await wait_for_runtime(runtime, lambda d: d.session is None)
+    await hass.async_block_till_done()
+    satellite = er.async_get(hass).async_get_entity_id(
+        "assist_satellite", DOMAIN, f"{MAC}-assist_satellite"
+    )
+    assert satellite is not None
+    # Lost, not ended: with keep-alive on, that is unavailable.
+    assert hass.states.get(satellite).state == "unavailable"
+    assert not runtime.data.expected_disconnect
+
+    # Another phrase: the same one within 2 s is a duplicate wake-up.
+    voice.tts.seconds = 0.3
+    await talker.wake("Hi ESP", SPEECH)
+    await closed(talker, links=2)
+    assert talker.close_reasons == ["dropped", "server_closed"]
+    assert voice.stt.calls == 2
+    assert hass.states.get(satellite).state == "idle"
+
+
+async def test_push_to_talk(
+    hass: HomeAssistant,
+    voice: Voice,
+    init_integration: MockConfigEntry,
+    talker: SimulatedDevice,
+) -> None:
+    """Manual mode: ``listen stop`` ends what the user says."""
+    voice.stt.quiet_after = 60  # only the end of the stream ends it
+    voice.tts.seconds = 0.3
+    await talker.connect()
+    talker.say(tone(440, 0.6))
+    await talker.send_listen("start", "manual")
+    await talker.wait_for(lambda: talker.mic_frames_sent >= 10, timeout=15)
+    await talker.send_listen("stop")
+    await closed(talker)
+    assert 0.5 <= loud_seconds(bytes(voice.stt.received)) <= 0.7
+    assert talker.tts_sentences
+
+
+async def test_reply_plays_while_it_is_synthesized(
+    hass: HomeAssistant,
+    voice: Voice,
+    init_integration: MockConfigEntry,
+    talker: SimulatedDevice,
+) -> None:
+    """Audio starts before the engine has finished: the stream is read as it comes."""
+    voice.tts.seconds = 2.0
+    voice.tts.gate = asyncio.Event()
+    await talker.wake("你好小智", SPEECH)
+    await talker.wait_for(lambda: talker.speaker.record.played >= 5, timeout=15)
+    assert "tts:stop" not in texts(talker)
+    voice.tts.gate.set()
+    await closed(talker)
+    assert talker.speaker.record.dropped == 0
+
+
+async def test_listening_without_a_satellite_is_ended(
+    hass: HomeAssistant,
+    voice: Voice,
+    init_integration: MockConfigEntry,
+    talker: SimulatedDevice,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """With the satellite disabled, a listening device is told and let go."""
+    caplog.set_level(logging.INFO)
+    registry = er.async_get(hass)
+    satellite = registry.async_get_entity_id(
+        "assist_satellite", DOMAIN, f"{MAC}-assist_satellite"
+    )
+    assert satellite is not None
+    registry.async_update_entity(satellite, disabled_by=er.RegistryEntryDisabler.USER)
+    await hass.async_block_till_done()
+    await talker.wake("你好小智", SPEECH)
+    await closed(talker)
+    message = talker.alerts[-1]["message"]
+    assert message == "The voice assistant is off in Home Assistant."
+    assert voice.stt.calls == 0
+    assert "its Assist satellite is disabled" in caplog.text
+
+
+async def test_the_wake_word_is_reported(
+    hass: HomeAssistant,
+    hass_ws_client: WebSocketGenerator,
+    voice: Voice,
+    init_integration: MockConfigEntry,
+    talker: SimulatedDevice,
+) -> None:
+    """The satellite says which wake word the device has; it cannot be changed."""
+    voice.tts.seconds = 0.2
+    await talker.wake("Hi ESP", SPEECH)
+    await closed(talker)
+    satellite = er.async_get(hass).async_get_entity_id(
+        "assist_satellite", DOMAIN, f"{MAC}-assist_satellite"
+    )
+    client = await hass_ws_client(hass)
+    await client.send_json_auto_id(
+        {"type": "assist_satellite/get_configuration", "entity_id": satellite}
+    )
+    config = (await client.receive_json())["result"]
+    assert config["active_wake_words"] == ["Hi ESP"]
+    assert config["available_wake_words"] == [
+        {"id": "Hi ESP", "wake_word": "Hi ESP", "trained_languages": []}
+    ]
+    await client.send_json_auto_id(
+        {
+            "type": "assist_satellite/set_wake_words",
+            "entity_id": satellite,
+            "wake_word_ids": ["Hi ESP"],
+        }
+    )
+    assert (await client.receive_json())["success"]
+    await client.send_json_auto_id(
+        {
+            "type": "assist_satellite/set_wake_words",
+            "entity_id": satellite,
+            "wake_word_ids": [],
+        }
+    )
+    answer = await client.receive_json()
+    assert not answer["success"]
+    assert "built into its firmware" in answer["error"]["message"]
