@@ -406,7 +406,12 @@ class XiaozhiAssistSatellite(XiaozhiEntity, AssistSatelliteEntity):
     async def _async_timer(self, event_type: TimerEventType, timer: TimerInfo) -> None:
         name = timer.name or ""
         if event_type is TimerEventType.FINISHED:
-            self.manager.async_signal_timer_finished(name, timer.seconds)
+            duration = (
+                (timer.start_hours or 0) * 3600
+                + (timer.start_minutes or 0) * 60
+                + (timer.start_seconds or 0)
+            )
+            self.manager.async_signal_timer_finished(name, duration)
             if self.manager.voice_ready:
                 with contextlib.suppress(HomeAssistantError):
                     await self.async_internal_announce(

@@ -6,6 +6,7 @@ volume down" or "what is your battery" runs on the box that heard it.
 User-only tools (reboot, firmware upgrade...) are never offered.
 """
 
+import hashlib
 import re
 from typing import Any, Final, override
 
@@ -30,8 +31,10 @@ def tool_name(name: str, taken: set[str]) -> str:
     Agents accept letters, digits, ``_`` and ``-``, 64 at most; names stay
     unique.
     """
-    base = TOOL_PREFIX + _UNSAFE.sub("_", name.removeprefix("self.")).strip("_")
-    base = base[:MAX_TOOL_NAME]
+    part = _UNSAFE.sub("_", name.removeprefix("self.")).strip("_")
+    if not part:  # a name in another script: keep it apart by a hash
+        part = "tool_" + hashlib.sha256(name.encode()).hexdigest()[:8]
+    base = (TOOL_PREFIX + part)[:MAX_TOOL_NAME]
     candidate, number = base, 2
     while candidate in taken:
         suffix = f"_{number}"

@@ -488,3 +488,17 @@ async def test_no_keepalive_after_connection_lost(rig: Rig) -> None:
     session.set_keepalive(0.01)
     assert session._keepalive_task is None
     assert all(task.done() for task in session._tasks)
+
+
+async def test_frames_after_close_go_nowhere(rig: Rig) -> None:
+    """Audio and frames that reach a session after its link ended are dropped."""
+    session = await rig.connect(HELLO_NO_MCP)
+    await session.connection_lost()
+    session.feed_audio(b"\x01\x02")
+    session.feed_text('{"type":"listen","state":"start","mode":"auto"}')
+    assert rig.handler.audio == []
+    assert rig.handler.messages == []
+    with pytest.raises(ConnectionClosedError):
+        await session.send_audio(b"\x01")
+    with pytest.raises(ConnectionClosedError):
+        await session.send_tts("start")

@@ -145,6 +145,7 @@ class DeviceSession:
         self.close_reason: CloseReason | None = None
         self.audio_frames = 0
         self.audio_bytes = 0
+        self.malformed_audio_frames = 0
         self._malformed_frames = 0
         self._tasks: set[asyncio.Task[Any]] = set()
         self._keepalive_task: asyncio.Task[None] | None = None
@@ -219,7 +220,9 @@ class DeviceSession:
     # --- incoming -------------------------------------------------------
 
     def feed_text(self, text: str) -> None:
-        """Handle one JSON message from the device."""
+        """Handle one JSON message from the device (nothing once closed)."""
+        if self.closed:
+            return
         try:
             frame = parse_frame(text)
         except ProtocolError as err:
@@ -252,8 +255,13 @@ class DeviceSession:
             self._handler.session_audio(self, payload)
 
     def malformed_audio(self, err: Exception) -> None:
-        """Note a binary frame the transport could not unframe."""
-        self._malformed(err, "<binary>")
+        """Note a binary frame the transport could not unframe.
+
+        Audio arrives 16 times a second: one debug line per session says it.
+        """
+        self.malformed_audio_frames += 1
+        if self.malformed_audio_frames == 1:
+            _LOGGER.debug("Ignoring malformed audio frames (%s)", err)
 
     def _malformed(self, err: Exception, text: str) -> None:
         self._malformed_frames += 1

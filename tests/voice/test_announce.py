@@ -1,0 +1,242 @@
+"""Home Assistant speaks first: announcements, conversations it starts, timers."""
+
+import asyncio
+from pathlib import Path
+
+from homeassistant.components import assist_satellite
+from homeassistant.core import HomeAssistant
+from homeassistant.exceptions import HomeAssistantError
+from homeassistant.helpers import entity_registry as er, intent
+import pytest
+from pytest_homeassistant_custom_component.common import (
+    MockConfigEntry,
+    async_capture_events,
+)
+from pytest_homeassistant_custom_component.test_util.aiohttp import AiohttpClientMocker
+
+from custom_components.xiaozhi.const import CONF_KEEPALIVE, DOMAIN, EVENT_XIAOZHI
+from simulator import SimulatedDevice
+from simulator.voice import dominant_frequency, read_audio
+from tests.conftest import MAC
+from tests.voice.conftest import Voice, connected
+from tests.voice.test_turn import FRAME, SPEECH, closed, texts
+
+PREANNOUNCE = Path(assist_satellite.__file__).parent / "preannounce.mp3"
+
+
+def satellite_id(hass: HomeAssistant) -> str:
+    """Return the device's satellite entity."""
+    entity_id = er.async_get(hass).async_get_entity_id(
+        "assist_satellite", DOMAIN, f"{MAC}-assist_satellite"
+    )
+    assert entity_id is not None
+    return entity_id
+
+
+def preannounce_seconds() -> float:
+    """Return how long the pre-announce chime lasts."""
+    return len(read_audio(PREANNOUNCE, 24000)) / 2 / 24000
+
+
+async def test_announce_plays_then_ends_the_conversation(
+    hass: HomeAssistant,
+    voice: Voice,
+    init_integration: MockConfigEntry,
+    talker: SimulatedDevice,
+) -> None:
+    """The chime and the message play in full; the call returns once played."""
+    voice.tts.seconds = 1.0
+    await connected(talker, init_integration)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    await hass.services.async_call(
+        "assist_satellite",
+        "announce",
+        {"entity_id": satellite_id(hass), "message": "Dinner is ready"},
+        blocking=True,
+    )
+    took = loop.time() - started
+    expected = preannounce_seconds() + 1.0
+    record = talker.speaker.record
+    assert record.dropped == 0
+    assert abs(record.played * FRAME - expected) <= 2 * FRAME
+    assert took >= expected - 7 * FRAME  # blocks until played
+    assert texts(talker) == ["tts:start", "tts:sentence_start", "tts:stop"]
+    assert talker.tts_sentences == ["Dinner is ready"]
+    assert voice.tts.messages == ["Dinner is ready"]
+    # After tts stop the device would start listening: Home Assistant hangs up.
+    await closed(talker)
+
+
+async def test_announce_without_chime(
+    hass: HomeAssistant,
+    voice: Voice,
+    init_integration: MockConfigEntry,
+    talker: SimulatedDevice,
+) -> None:
+    """With ``preannounce: false`` only the message plays."""
+    voice.tts.seconds = 0.6
+    await connected(talker, init_integration)
+    await hass.services.async_call(
+        "assist_satellite",
+        "announce",
+        {"entity_id": satellite_id(hass), "message": "Hi", "preannounce": False},
+        blocking=True,
+    )
+    played = bytes(talker.speaker.record.played_pcm)
+    assert abs(len(played) / 2 / 24000 - 0.6) <= FRAME
+    assert abs(dominant_frequency(played, 24000) - 880) <= 5
+
+
+async def test_announce_a_media_url(
+    hass: HomeAssistant,
+    voice: Voice,
+    init_integration: MockConfigEntry,
+    talker: SimulatedDevice,
+    aioclient_mock: AiohttpClientMocker,
+) -> None:
+    """A media URL is fetched and decoded (MP3 here) before it plays."""
+    aioclient_mock.get("http://media.local/door.mp3", content=PREANNOUNCE.read_bytes())
+    await connected(talker, init_integration)
+    await hass.services.async_call(
+        "assist_satellite",
+        "announce",
+        {
+            "entity_id": satellite_id(hass),
+            "media_id": "http://media.local/door.mp3",
+            "preannounce": False,
+        },
+        blocking=True,
+    )
+    assert aioclient_mock.call_count == 1
+    assert (
+        abs(talker.speaker.record.played * FRAME - preannounce_seconds()) <= 2 * FRAME
+    )
+
+
+async def test_announce_to_a_device_that_is_away(
+    hass: HomeAssistant, voice: Voice, init_integration: MockConfigEntry
+) -> None:
+    """A WebSocket device cannot be reached between conversations: clear error."""
+    hass.config_entries.async_update_entry(
+        init_integration, options={CONF_KEEPALIVE: False}
+    )
+    await hass.async_block_till_done()
+    with pytest.raises(HomeAssistantError) as err:
+        await hass.services.async_call(
+            "assist_satellite",
+            "announce",
+            {"entity_id": satellite_id(hass), "message": "Hello"},
+            blocking=True,
+        )
+    assert err.value.translation_key == "announce_not_connected"
+
+
+async def test_abort_during_an_announcement(
+    hass: HomeAssistant,
+    voice: Voice,
+    init_integration: MockConfigEntry,
+    talker: SimulatedDevice,
+) -> None:
+    """A button press stops the announcement; the announcer ends without error."""
+    voice.tts.seconds = 5.0
+    await connected(talker, init_integration)
+    call = asyncio.create_task(
+        hass.services.async_call(
+            "assist_satellite",
+            "announce",
+            {"entity_id": satellite_id(hass), "message": "Long", "preannounce": False},
+            blocking=True,
+        )
+    )
+    await talker.wait_for(lambda: talker.speaker.record.received >= 5, timeout=10)
+    await talker.send_abort()
+    await asyncio.wait_for(call, 5)
+    assert talker.speaker.record.received < 5.0 / FRAME
+    assert "tts:stop" in texts(talker)
+
+
+async def test_start_conversation_then_the_device_answers(
+    hass: HomeAssistant,
+    voice: Voice,
+    init_integration: MockConfigEntry,
+    talker: SimulatedDevice,
+) -> None:
+    """Home Assistant asks; the device listens by itself; the agent hears it."""
+    await voice.use_agent()
+    voice.tts.seconds = 0.4
+    await connected(talker, init_integration)
+    talker.say(SPEECH)
+    await hass.services.async_call(
+        "assist_satellite",
+        "start_conversation",
+        {
+            "entity_id": satellite_id(hass),
+            "start_message": "Shall I close the blinds?",
+            "preannounce": False,
+        },
+        blocking=True,
+    )
+    await closed(talker)
+    assert talker.tts_sentences[0] == "Shall I close the blinds?"
+    assert voice.stt.calls == 1
+    assert len(voice.agent.inputs) == 1
+    assert talker.listen_starts == 1  # the device's own, after tts stop
+
+
+async def test_timers_show_and_finish(
+    hass: HomeAssistant,
+    voice: Voice,
+    init_integration: MockConfigEntry,
+    talker: SimulatedDevice,
+) -> None:
+    """A timer set for the device shows on it; when it ends it is said and fired."""
+    voice.tts.seconds = 0.3
+    await connected(talker, init_integration)
+    device_id = init_integration.runtime_data.data.device_id
+    events = async_capture_events(hass, EVENT_XIAOZHI)
+    await intent.async_handle(
+        hass,
+        "test",
+        intent.INTENT_START_TIMER,
+        {"seconds": {"value": 1}, "name": {"value": "tea"}},
+        device_id=device_id,
+    )
+    await talker.wait_for(lambda: bool(talker.alerts))
+    assert talker.alerts[0] == {
+        "status": "Timer",
+        "message": "tea 0:01",
+        "emotion": "neutral",
+    }
+    await talker.wait_for(lambda: talker.tts_sentences == ["tea timer finished"])
+    await hass.async_block_till_done()
+    finished = [event for event in events if event.data["type"] == "timer_finished"]
+    assert finished[0].data == {
+        "device_id": device_id,
+        "type": "timer_finished",
+        "name": "tea",
+        "seconds": 1,
+    }
+    await closed(talker)
+
+
+async def test_timer_finishing_while_away_still_fires(
+    hass: HomeAssistant, voice: Voice, init_integration: MockConfigEntry
+) -> None:
+    """The device is away: nothing to show, the event fires all the same."""
+    device_id = init_integration.runtime_data.data.device_id
+    events = async_capture_events(hass, EVENT_XIAOZHI)
+    finished = asyncio.Event()
+    init_integration.runtime_data.data.async_subscribe_events(
+        lambda event: finished.set() if event.type == "timer_finished" else None
+    )
+    await intent.async_handle(
+        hass,
+        "test",
+        intent.INTENT_START_TIMER,
+        {"seconds": {"value": 1}},
+        device_id=device_id,
+    )
+    await asyncio.wait_for(finished.wait(), 5)
+    await hass.async_block_till_done()
+    assert [event.data["type"] for event in events] == ["timer_finished"]

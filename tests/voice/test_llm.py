@@ -1,0 +1,111 @@
+"""The device's own tools, given to the agent of a conversation through it."""
+
+from collections.abc import Callable
+
+from homeassistant.core import HomeAssistant
+from homeassistant.helpers import llm
+from pytest_homeassistant_custom_component.common import MockConfigEntry
+from pytest_homeassistant_custom_component.typing import WebSocketGenerator
+
+from custom_components.xiaozhi.llm import tool_name
+from simulator import SimulatedDevice, rgb_light_tool
+from tests.conftest import TOKEN, WS_URL, wait_for_runtime
+from tests.voice.conftest import Voice
+
+
+def context(device_id: str | None) -> llm.LLMContext:
+    """Return the context of a conversation through a device."""
+    return llm.LLMContext(
+        platform="test",
+        context=None,
+        language="en",
+        assistant="conversation",
+        device_id=device_id,
+    )
+
+
+async def test_the_agent_gets_the_device_tools(
+    hass: HomeAssistant,
+    voice: Voice,
+    init_integration: MockConfigEntry,
+    simulators: Callable[..., SimulatedDevice],
+) -> None:
+    """AI-visible tools only, named for the agent, run on that device."""
+    device = simulators(ws_url=WS_URL, token=TOKEN, extra_tools=[rgb_light_tool()])
+    await device.connect()
+    runtime = init_integration.runtime_data
+    await wait_for_runtime(runtime, lambda d: d.connected)
+
+    api = await llm.async_get_api(
+        hass, llm.LLM_API_ASSIST, context(runtime.data.device_id)
+    )
+    names = {tool.name for tool in api.tools if tool.name.startswith("xiaozhi__")}
+    assert names == {
+        "xiaozhi__get_device_status",
+        "xiaozhi__audio_speaker_set_volume",
+        "xiaozhi__screen_set_brightness",
+        "xiaozhi__screen_set_theme",
+        "xiaozhi__light_set_rgb",
+    }
+    assert "this device itself" in api.api_prompt
+    volume = next(t for t in api.tools if t.name == "xiaozhi__audio_speaker_set_volume")
+    assert volume.parameters({"volume": 30}) == {"volume": 30}
+
+    result = await api.async_call_tool(
+        llm.ToolInput("xiaozhi__audio_speaker_set_volume", {"volume": 33})
+    )
+    assert result == llm.ToolResult(data={"result": True})
+    assert device.state.volume == 33
+    status = await api.async_call_tool(llm.ToolInput("xiaozhi__get_device_status", {}))
+    assert status.data["result"]["audio_speaker"] == {"volume": 33}
+
+    refused = await api.async_call_tool(
+        llm.ToolInput("xiaozhi__audio_speaker_set_volume", {"volume": 300})
+    )
+    assert refused.error
+    assert "between 0 and 100" in refused.data["error"]
+    assert device.state.volume == 33
+
+
+async def test_no_tools_for_other_conversations(
+    hass: HomeAssistant, voice: Voice, init_integration: MockConfigEntry
+) -> None:
+    """A conversation from elsewhere gets none of the device's tools."""
+    for device_id in (None, "not-a-device"):
+        api = await llm.async_get_api(hass, llm.LLM_API_ASSIST, context(device_id))
+        assert not [tool for tool in api.tools if tool.name.startswith("xiaozhi__")]
+
+
+def test_tool_names() -> None:
+    """Names agents accept: letters, digits, _ and -, 64 at most, unique."""
+    taken: set[str] = set()
+    assert tool_name("self.audio_speaker.set_volume", taken) == (
+        "xiaozhi__audio_speaker_set_volume"
+    )
+    assert tool_name("music_player.pause", taken) == "xiaozhi__music_player_pause"
+    first = tool_name("self." + "x" * 80, taken)
+    taken.add(first)
+    second = tool_name("self." + "x" * 80 + ".y", taken)
+    assert len(first) == len(second) == 64
+    assert first != second
+    chinese = tool_name("self.灯.开", set())
+    assert chinese.startswith("xiaozhi__tool_")
+    assert chinese != tool_name("self.灯.关", set())
+
+
+async def test_the_device_is_an_assist_device(
+    hass: HomeAssistant,
+    hass_ws_client: WebSocketGenerator,
+    voice: Voice,
+    init_integration: MockConfigEntry,
+) -> None:
+    """Its pipeline select puts the device on the Voice assistants page."""
+    client = await hass_ws_client(hass)
+    await client.send_json_auto_id({"type": "assist_pipeline/device/list"})
+    devices = (await client.receive_json())["result"]
+    assert devices == [
+        {
+            "device_id": init_integration.runtime_data.data.device_id,
+            "pipeline_entity": "select.xiaozhi_xiaozhi_sim_ee_01_assistant",
+        }
+    ]
