@@ -2,7 +2,7 @@
 
 How to reproduce::
 
-    scripts/bench              # full run: about two minutes on 2 CPUs
+    scripts/bench              # full run: about three minutes on 2 CPUs
     scripts/bench --smoke      # tiny sizes, to check that everything works
     scripts/bench --only toolcall,handshake --profile   # with cProfile output
     scripts/bench --only scale --sizes 500 --devices inline
@@ -33,7 +33,13 @@ other load on the machine shifts both alike:
   registered with states, minus the device's reply round trips;
 * scale (:mod:`bench.scale`): 10, 100 and 500 devices with keep-alive: event
   loop lag against the idle loop, memory per device, connect rate against a
-  bare aiohttp server, a burst of concurrent tool calls, and lost replies.
+  bare aiohttp server, a burst of concurrent tool calls, and lost replies;
+* voice (:mod:`bench.voice`): CPU of the audio path per second of audio, the
+  delay the integration adds to a conversation (speech-to-text's text to
+  ``tts start``, the reply's first bytes to its first frame), and 20
+  conversations at once against simulated devices that play in real time
+  (event-loop lag, frames the devices dropped). Its engines and agent are
+  the test suite's fakes, so only the integration's share is measured.
 
 Absolute times depend on the machine; the ratios are what to compare.
 """

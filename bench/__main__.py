@@ -20,12 +20,12 @@ from typing import Any
 import aiohttp
 from homeassistant import const as ha_const
 
-from . import handshake, harness, scale, toolcall
+from . import handshake, harness, scale, toolcall, voice
 from .device import DeviceScript, build_script
 from .report import format_report, judge
 
 RESULTS = Path(__file__).parent / "results.json"
-BENCHMARKS = ("toolcall", "handshake", "scale")
+BENCHMARKS = ("toolcall", "handshake", "scale", "voice")
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +40,9 @@ class Sizes:
     keepalive: float
     window: float
     idle_window: float
+    voice_codec_seconds: float
+    voice_turns: int
+    voice_conversations: int
 
 
 FULL = Sizes(
@@ -51,6 +54,9 @@ FULL = Sizes(
     keepalive=1.0,
     window=10.0,
     idle_window=5.0,
+    voice_codec_seconds=30.0,
+    voice_turns=20,
+    voice_conversations=20,
 )
 SMOKE = Sizes(
     toolcall_iterations=100,
@@ -61,6 +67,9 @@ SMOKE = Sizes(
     keepalive=0.2,
     window=0.5,
     idle_window=0.2,
+    voice_codec_seconds=1.0,
+    voice_turns=2,
+    voice_conversations=2,
 )
 
 
@@ -198,6 +207,14 @@ def main(argv: list[str] | None = None) -> int:
         results["scale"] = [
             scale.run_size(n, params, script) for n in sizes.scale_sizes
         ]
+    if "voice" in names:
+        results["voice"] = harness.run(
+            lambda: voice.measure(
+                codec_seconds=sizes.voice_codec_seconds,
+                turns=sizes.voice_turns,
+                conversations=sizes.voice_conversations,
+            )
+        )
     results["meta"]["load_after"] = [round(x, 2) for x in os.getloadavg()]
     results["meta"]["duration_s"] = round(time.perf_counter() - started, 1)
     results["targets"] = judge(results)

@@ -23,6 +23,18 @@ def _scale_value(key: str, sub: str | None = None) -> Getter:
     return get
 
 
+def _voice(*keys: str) -> Getter:
+    def get(results: dict[str, Any]) -> float | None:
+        value: Any = results.get("voice")
+        for key in keys:
+            if value is None:
+                return None
+            value = value[key]
+        return float(value)
+
+    return get
+
+
 def _lost(results: dict[str, Any]) -> float | None:
     runs = results.get("scale")
     if not runs:
@@ -74,6 +86,41 @@ TARGETS: list[tuple[str, Getter, str, float, str]] = [
         " KB",
     ),
     ("lost replies and failed burst calls, all sizes", _lost, "==", 0.0, ""),
+    (
+        "voice: STT text to tts start on the wire, p50",
+        _voice("latency", "text_to_tts_start_ms", "p50"),
+        "<=",
+        20.0,
+        " ms",
+    ),
+    (
+        "voice: first TTS bytes to first frame on the wire, p50",
+        _voice("latency", "tts_bytes_to_first_frame_ms", "p50"),
+        "<=",
+        20.0,
+        " ms",
+    ),
+    (
+        "voice: event loop lag p99, conversations at once",
+        _voice("many", "lag_ms", "p99"),
+        "<",
+        50.0,
+        " ms",
+    ),
+    (
+        "voice: frames the devices dropped, conversations at once",
+        _voice("many", "dropped"),
+        "==",
+        0.0,
+        "",
+    ),
+    (
+        "voice: a conversation's CPU, share of one core",
+        _voice("codec", "conversation"),
+        "<",
+        0.1,
+        "",
+    ),
 ]
 
 
@@ -250,6 +297,41 @@ def _scale(runs: list[dict[str, Any]]) -> list[str]:
     return rows
 
 
+def voice_rows(data: dict[str, Any]) -> list[str]:
+    """Return the printed lines of the voice results."""
+    codec, latency, many = data["codec"], data["latency"], data["many"]
+    return [
+        (
+            f"Voice: {latency['turns']} conversations one by one, then "
+            f"{many['conversations']} at once ({many['reply_s']:g} s replies)"
+        ),
+        (
+            f"  CPU per second of audio: microphone decode "
+            f"{codec['uplink_decode'] * 100:.2f} %, reply resample + encode "
+            f"{codec['downlink_resample_encode'] * 100:.2f} %, a live conversation "
+            f"{codec['conversation'] * 100:.2f} % of one core"
+        ),
+        (
+            f"  added latency, ms p50 / p99: STT text -> tts start "
+            f"{latency['text_to_tts_start_ms']['p50']:.2f} / "
+            f"{latency['text_to_tts_start_ms']['p99']:.2f}; first TTS bytes -> first "
+            f"frame {latency['tts_bytes_to_first_frame_ms']['p50']:.2f} / "
+            f"{latency['tts_bytes_to_first_frame_ms']['p99']:.2f}"
+        ),
+        (
+            f"  {many['conversations']} at once: event-loop lag p99 "
+            f"{many['lag_ms']['p99']:.2f} ms (max {many['lag_ms']['max']:.1f}); "
+            f"frames dropped by the devices {many['dropped']} of "
+            f"{many['played_frames'] + many['dropped']}; device queue at most "
+            f"{many['max_device_queue']} of 40"
+        ),
+        (
+            f"  downlink lead over playback, ms: p99 {many['lead_ms']['p99']:.0f}, "
+            f"max {many['lead_ms']['max']:.0f} (the device holds 2400)"
+        ),
+    ]
+
+
 def format_report(results: dict[str, Any]) -> str:
     """Return the human-readable table of a run."""
     meta = results["meta"]
@@ -268,6 +350,8 @@ def format_report(results: dict[str, Any]) -> str:
         rows += [*_handshake(results["handshake"]), ""]
     if results.get("scale"):
         rows += [*_scale(results["scale"]), ""]
+    if "voice" in results:
+        rows += [*voice_rows(results["voice"]), ""]
     for title, gated, word in (
         ("Reported (not gated)", False, "expected"),
         ("Targets", True, "target"),

@@ -75,6 +75,14 @@ def test_bench_smoke(tmp_path: Path) -> None:
     assert isinstance(run["lost_replies"], int)
     assert isinstance(run["burst_ok"], int)
 
+    voice = results["voice"]
+    assert voice["latency"]["turns"] == 2
+    assert _is_number(voice["latency"]["text_to_tts_start_ms"]["p50"])
+    assert _is_number(voice["latency"]["tts_bytes_to_first_frame_ms"]["p50"])
+    assert voice["many"]["conversations"] == 2
+    assert voice["many"]["played_frames"] > 0
+    assert _is_number(voice["codec"]["conversation"])
+
     assert {verdict["target"] for verdict in results["targets"]}
     assert all(isinstance(verdict["met"], bool) for verdict in results["targets"])
 

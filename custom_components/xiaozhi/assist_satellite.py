@@ -84,6 +84,7 @@ class XiaozhiAssistSatellite(XiaozhiEntity, AssistSatelliteEntity):
         """Create the satellite of a device."""
         super().__init__(manager, "assist_satellite")
         self._turn: VoiceTurn | None = None
+        self.last_turn: VoiceTurn | None = None
         self._turn_task: asyncio.Task[None] | None = None
         self._wake_phrase: str | None = None
         self._playback: asyncio.Task[None] | None = None
@@ -219,7 +220,7 @@ class XiaozhiAssistSatellite(XiaozhiEntity, AssistSatelliteEntity):
             on_played=self.tts_response_finished,
         )
         self._wake_phrase = None
-        self._turn = turn
+        self._turn = self.last_turn = turn
         self._turn_task = self.manager.entry.async_create_background_task(
             self.hass, self._run_turn(turn), f"xiaozhi voice turn of {self.manager.mac}"
         )
