@@ -8,14 +8,18 @@ which
 2. starts Home Assistant (its output goes to ``.demo/home-assistant.log``),
 3. onboards the owner ``demo`` (password ``demo``) on the first run and keeps
    a long-lived access token in ``.demo/token``,
-4. starts simulated XiaoZhi devices that know only the OTA address, enters
+4. makes the "XiaoZhi demo" voice pipeline (the engines in
+   ``voice_engines``, Home Assistant's own agent) the preferred one,
+5. starts simulated XiaoZhi devices that know only the OTA address, enters
    the code each unpaired one shows, and waits until all are connected,
-5. keeps running until Ctrl-C (or stops right away with ``--once``), taking
+6. keeps running until Ctrl-C (or stops right away with ``--once``), taking
    commands on its console that make a device act (``help`` lists them).
 
 Rooms: ``files`` (what is written to disk), ``process`` (Home Assistant as a
 child process), ``client`` (Home Assistant's REST and WebSocket APIs),
-``devices`` (the simulated devices and the console), ``main`` (the run).
+``devices`` (the simulated devices and the console), ``voice`` (the pipeline
+and conversations), ``voice_engines`` (a small integration loaded into the
+demo's Home Assistant), ``main`` (the run).
 """
 
 from pathlib import Path

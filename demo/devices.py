@@ -16,6 +16,7 @@ from simulator.cli import client_id_for
 
 from . import PASSWORD, USERNAME, ota_url
 from .files import DemoPaths
+from .voice import DemoVoice, Reply
 
 
 def device_configs(port: int) -> list[DeviceConfig]:
@@ -118,6 +119,8 @@ def summary_lines(
 CONSOLE_HELP = """\
 Commands (N is the device number shown by "devices"):
   devices              list the devices
+  say N TEXT           the device hears its wake word, then TEXT (spoken by
+                       espeak-ng); its reply is printed and saved as a WAV
   wake N [PHRASE]      the device hears its wake word: it connects if needed,
                        says "listen detect" and starts listening (auto mode)
   listen N             start listening as push-to-talk does (manual mode)
@@ -145,17 +148,34 @@ def parse_command(line: str, device_count: int) -> Command:
     name = words[0].lower()
     if name in ("help", "devices"):
         return Command(name)
-    if name not in ("wake", "listen", "stop", "abort"):
+    if name not in ("say", "wake", "listen", "stop", "abort"):
         raise ValueError(f"unknown command {name!r}; type help")
     if len(words) < 2 or not words[1].isdigit():
         raise ValueError(f"{name} needs a device number; type devices")
     index = int(words[1])
     if not 1 <= index <= device_count:
         raise ValueError(f"no device {index}; there are {device_count}")
-    return Command(name, index, words[2] if len(words) > 2 else "")
+    text = words[2].strip() if len(words) > 2 else ""
+    if name == "say" and not text:
+        raise ValueError("say needs what to say: say 1 what time is it")
+    return Command(name, index, text)
 
 
-async def execute(command: Command, devices: Sequence[SimulatedDevice]) -> str:
+def reply_lines(board: str, reply: Reply) -> str:
+    """Return what to print about a device's reply."""
+    said = " ".join(reply.sentences) or "nothing"
+    if reply.path is None:
+        return f"{board} said {said!r} (no audio came back)"
+    return (
+        f"{board} said {said!r} ({reply.seconds:.1f} s of audio, saved to {reply.path})"
+    )
+
+
+async def execute(
+    command: Command,
+    devices: Sequence[SimulatedDevice],
+    voice: DemoVoice | None = None,
+) -> str:
     """Make a device act; return what to print."""
     if command.name == "help":
         return CONSOLE_HELP
@@ -173,6 +193,11 @@ async def execute(command: Command, devices: Sequence[SimulatedDevice]) -> str:
         # A real device dials Home Assistant when it is woken.
         await device.connect()
     match command.name:
+        case "say":
+            if voice is None:
+                return "Voice is not set up"
+            reply = await voice.converse(device, command.index, command.text)
+            return reply_lines(device.config.board, reply)
         case "wake":
             phrase = command.text or DEFAULT_WAKE_WORD
             await device.send_listen("detect", text=phrase)

@@ -39,10 +39,15 @@ automation: !include automations.yaml
 script: !include scripts.yaml
 scene: !include scenes.yaml
 
+# Speech engines of the demo (demo/voice_engines): espeak-ng speaks, and a
+# stand-in recognizer answers the sentence typed on the demo's console.
+xiaozhi_demo_voice:
+
 logger:
   default: warning
   logs:
     custom_components.xiaozhi: info
+    custom_components.xiaozhi_demo_voice: info
     homeassistant.components.http.config: info
 """
 
@@ -79,6 +84,11 @@ class DemoPaths:
     def log(self) -> Path:
         """Return the file Home Assistant's output goes to."""
         return self.demo / "home-assistant.log"
+
+    @property
+    def replies(self) -> Path:
+        """Return the folder of the replies devices played (WAV)."""
+        return self.demo / "replies"
 
     @property
     def devices_log(self) -> Path:
@@ -195,17 +205,29 @@ def write_http_store(
     return True
 
 
+# Integrations Home Assistant finds in config/custom_components: name -> source.
+CUSTOM_COMPONENTS = {
+    "xiaozhi": Path("custom_components") / "xiaozhi",
+    "xiaozhi_demo_voice": Path("demo") / "voice_engines",
+}
+
+
 def link_custom_components(config_dir: Path, root: Path) -> None:
-    """Let Home Assistant find the integration of this repository."""
-    link = config_dir / "custom_components"
-    target = Path(os.path.relpath(root / "custom_components", config_dir))
-    if link.is_symlink():
-        if link.readlink() == target:
-            return
-        link.unlink()
-    elif link.exists():
-        raise DemoError(f"{link} exists and is not a link to {target}")
-    link.symlink_to(target, target_is_directory=True)
+    """Let Home Assistant find this repository's integration and the demo engines."""
+    folder = config_dir / "custom_components"
+    if folder.is_symlink():  # an earlier demo linked the whole folder
+        folder.unlink()
+    folder.mkdir(exist_ok=True)
+    for name, source in CUSTOM_COMPONENTS.items():
+        link = folder / name
+        target = Path(os.path.relpath(root / source, folder))
+        if link.is_symlink():
+            if link.readlink() == target:
+                continue
+            link.unlink()
+        elif link.exists():
+            raise DemoError(f"{link} exists and is not a link to {target}")
+        link.symlink_to(target, target_is_directory=True)
 
 
 def prepare_config_dir(paths: DemoPaths, port: int, now: datetime) -> None:

@@ -53,6 +53,7 @@ from .devices import (
 )
 from .files import DemoPaths, port_in_use, prepare_config_dir, write_private
 from .process import HomeAssistantProcess
+from .voice import DemoVoice
 
 
 def _port(value: str) -> int:
@@ -132,6 +133,7 @@ class Demo:
         self.client = HomeAssistantClient(self.session, self.port)
         self.devices: list[SimulatedDevice] = []
         self.reports: list[DeviceReport] = []
+        self.voice = DemoVoice(self.client, paths.replies)
 
     # ---------------------------------------------------------------- start
 
@@ -161,6 +163,7 @@ class Demo:
         config = await self._wait_running()
         say("Home Assistant is running")
         await self._update_core_config(config)
+        await self.voice.ensure_pipeline(self.timeout)
         if DOMAIN not in config.get("components", []):
             await self._open_device_endpoints()
         await self._start_devices()
@@ -431,15 +434,17 @@ def setup_device_logging(path: Path) -> None:
     logger.propagate = False
 
 
-def start_console(devices: Sequence[SimulatedDevice]) -> asyncio.Task[None] | None:
+def start_console(
+    devices: Sequence[SimulatedDevice], voice: DemoVoice
+) -> asyncio.Task[None] | None:
     """Take commands from the terminal that make the devices act, if it is one."""
     if not sys.stdin.isatty():
         return None
     print('Type "help" for commands that make a device act.', flush=True)
-    return asyncio.create_task(_console(devices), name="console")
+    return asyncio.create_task(_console(devices, voice), name="console")
 
 
-async def _console(devices: Sequence[SimulatedDevice]) -> None:
+async def _console(devices: Sequence[SimulatedDevice], voice: DemoVoice) -> None:
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader()
     await loop.connect_read_pipe(
@@ -448,11 +453,13 @@ async def _console(devices: Sequence[SimulatedDevice]) -> None:
     while line := await reader.readline():
         try:
             command = parse_command(line.decode(errors="replace"), len(devices))
-            reply = await execute(command, devices)
+            reply = await execute(command, devices, voice)
         except ValueError as err:
             reply = str(err)
         except DeviceError as err:
             reply = f"The device could not connect: {err}"
+        except (DemoError, TimeoutError, aiohttp.ClientError) as err:
+            reply = f"That did not work: {err or 'timed out'}"
         if reply:
             print(reply, flush=True)
 
@@ -495,7 +502,7 @@ async def run(args: argparse.Namespace, paths: DemoPaths) -> int:
             ):
                 print(line, flush=True)
             if not args.once:
-                console = start_console(demo.devices)
+                console = start_console(demo.devices, demo.voice)
                 try:
                     await asyncio.wait(
                         {stopped, ha_exited}, return_when=asyncio.FIRST_COMPLETED

@@ -49,7 +49,9 @@ class HomeAssistantProcess:
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                cwd=self._paths.root,
+                # Not the repository: its custom_components package would hide
+                # the configuration's, which also holds the demo engines.
+                cwd=self._paths.config,
                 # Ctrl-C reaches only the demo, which stops the devices first.
                 start_new_session=True,
                 preexec_fn=_die_with_parent,

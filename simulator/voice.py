@@ -26,6 +26,7 @@ from av.audio.resampler import AudioResampler
 import numpy as np
 
 MIC_RATE: Final = 16000
+SPEAKER_RATE: Final = 24000  # until the server hello says otherwise
 FRAME_MS: Final = 60
 MAX_DECODE_PACKETS: Final = 2400 // FRAME_MS  # MAX_DECODE_PACKETS_IN_QUEUE
 WAKE_WORD_PREROLL: Final = 2.0  # seconds cached before the wake word
@@ -48,11 +49,12 @@ def silence(seconds: float, rate: int = MIC_RATE) -> bytes:
     return bytes(round(seconds * rate) * 2)
 
 
-def read_audio(path: str | Path, rate: int = MIC_RATE) -> bytes:
+def read_audio(path: str | Path | BinaryIO, rate: int = MIC_RATE) -> bytes:
     """Read any audio file PyAV can decode as 16-bit mono PCM at ``rate``."""
     resampler = AudioResampler(format="s16", layout="mono", rate=rate)
     pcm = bytearray()
-    with av.open(str(path)) as container:
+    source = path if isinstance(path, BinaryIO | io.IOBase) else str(path)
+    with av.open(source, mode="r") as container:
         for frame in container.decode(audio=0):
             for out in resampler.resample(frame):
                 pcm += bytes(out.planes[0])[: out.samples * 2]
@@ -182,10 +184,12 @@ class Speaker:
         self._wake = asyncio.Event()
         self.record = PlaybackRecord()
         self.frame_seconds = FRAME_MS / 1000
+        self.rate = SPEAKER_RATE
 
     def configure(self, rate: int, frame_ms: int) -> None:
         """Take the server hello's audio parameters."""
         self.frame_seconds = frame_ms / 1000
+        self.rate = rate
         if self._decode and (
             self._decoder is None
             or (self._decoder.rate, self._decoder.frame_ms) != (rate, frame_ms)

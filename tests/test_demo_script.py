@@ -1,13 +1,20 @@
 """Tests for the pure helpers of the demo package (no Home Assistant is started)."""
 
+from collections import deque
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
+import io
 import json
 from pathlib import Path
 import re
+from types import SimpleNamespace
 from typing import Any
+import wave
 
 from homeassistant.bootstrap import CORE_INTEGRATIONS, DEFAULT_INTEGRATIONS
 import homeassistant.components
+from homeassistant.components import stt
+from homeassistant.components.assist_pipeline.pipeline import PIPELINE_FIELDS
 from homeassistant.components.http.config import (
     HTTP_STORAGE_SCHEMA,
     STORAGE_MINOR_VERSION,
@@ -16,10 +23,13 @@ from homeassistant.components.http.config import (
 from homeassistant.util.yaml import load_yaml_dict
 from packaging.requirements import Requirement
 import pytest
+import voluptuous as vol
 
 import demo
-from demo import client, devices, files, main
+from demo import client, devices, files, main, voice
+from demo.voice_engines import stt as engines_stt, tts as engines_tts
 from simulator import SimulatedDevice
+from simulator.voice import silence, tone
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPONENTS = Path(homeassistant.components.__file__).parent
@@ -130,20 +140,30 @@ def test_http_store_is_current_rejects(current: object) -> None:
 
 
 def test_prepare_config_dir(tmp_path: Path) -> None:
-    (tmp_path / "custom_components").mkdir()
+    (tmp_path / "custom_components" / "xiaozhi").mkdir(parents=True)
+    (tmp_path / "demo" / "voice_engines").mkdir(parents=True)
     paths = files.DemoPaths(tmp_path)
     files.prepare_config_dir(paths, 8124, NOW)
 
     config = paths.config
     assert config == tmp_path / ".demo" / "config"
-    link = config / "custom_components"
-    assert link.is_symlink()
-    assert link.readlink() == Path("../../custom_components")
-    assert link.resolve() == (tmp_path / "custom_components").resolve()
+    link = config / "custom_components" / "xiaozhi"
+    assert link.readlink() == Path("../../../custom_components/xiaozhi")
+    assert link.resolve() == (tmp_path / "custom_components" / "xiaozhi").resolve()
+    engines = config / "custom_components" / "xiaozhi_demo_voice"
+    assert engines.resolve() == (tmp_path / "demo" / "voice_engines").resolve()
     assert (config / ".storage" / "http").exists()
 
     loaded = load_yaml_dict(config / "configuration.yaml")
-    for domain in ("frontend", "config", "api", "recorder", "history", "logbook"):
+    for domain in (
+        "frontend",
+        "config",
+        "api",
+        "recorder",
+        "history",
+        "logbook",
+        "xiaozhi_demo_voice",
+    ):
         assert domain in loaded
     assert loaded["automation"] == []
     assert loaded["scene"] == []
@@ -160,10 +180,17 @@ def test_prepare_config_dir(tmp_path: Path) -> None:
 def test_prepare_config_dir_relinks_and_refuses(tmp_path: Path) -> None:
     paths = files.DemoPaths(tmp_path)
     paths.config.mkdir(parents=True)
-    link = paths.config / "custom_components"
-    link.symlink_to("/nowhere")
+    folder = paths.config / "custom_components"
+    folder.symlink_to("/nowhere")  # an earlier demo linked the whole folder
     files.link_custom_components(paths.config, tmp_path)
-    assert link.readlink() == Path("../../custom_components")
+    assert not folder.is_symlink()
+    link = folder / "xiaozhi"
+    assert link.readlink() == Path("../../../custom_components/xiaozhi")
+
+    link.unlink()
+    link.symlink_to("/elsewhere")
+    files.link_custom_components(paths.config, tmp_path)
+    assert link.readlink() == Path("../../../custom_components/xiaozhi")
 
     link.unlink()
     link.mkdir()
@@ -331,7 +358,7 @@ def test_summary_lines() -> None:
 def _manifest(domain: str) -> dict[str, Any]:
     path = COMPONENTS / domain / "manifest.json"
     if not path.exists():
-        path = ROOT / "custom_components" / domain / "manifest.json"
+        path = ROOT / files.CUSTOM_COMPONENTS[domain] / "manifest.json"
     return json.loads(path.read_text())
 
 
@@ -456,3 +483,91 @@ async def test_console_lists_devices_and_help() -> None:
     assert "wake N [PHRASE]" in await devices.execute(
         devices.Command("help"), simulated
     )
+
+
+# ------------------------------------------------------------ voice
+
+
+def test_parse_say() -> None:
+    assert devices.parse_command("say 2 what time is it\n", 2) == devices.Command(
+        "say", 2, "what time is it"
+    )
+    with pytest.raises(ValueError, match="say needs what to say"):
+        devices.parse_command("say 1", 2)
+
+
+def test_reply_lines() -> None:
+    reply = voice.Reply(["It is", "9:46 PM."], 1.74, Path("/r/device-1.wav"))
+    assert devices.reply_lines("box", reply) == (
+        "box said 'It is 9:46 PM.' (1.7 s of audio, saved to /r/device-1.wav)"
+    )
+    assert devices.reply_lines("box", voice.Reply([], 0.0, None)) == (
+        "box said 'nothing' (no audio came back)"
+    )
+
+
+def test_engine_entities() -> None:
+    entities = [
+        {"entity_id": "stt.demo_speech_to_text", "platform": voice.ENGINES},
+        {"entity_id": "tts.demo_text_to_speech", "platform": voice.ENGINES},
+        {"entity_id": "tts.google_translate_en_com", "platform": "google_translate"},
+        {"entity_id": "sensor.x", "platform": voice.ENGINES},
+    ]
+    assert voice.engine_entities(entities) == {
+        "stt": "stt.demo_speech_to_text",
+        "tts": "tts.demo_text_to_speech",
+    }
+
+
+def test_pipeline_settings_are_what_home_assistant_takes() -> None:
+    """The create command's schema is Home Assistant's: a change shows here."""
+    settings = voice.pipeline_settings("stt.a", "tts.b")
+    schema = vol.Schema(PIPELINE_FIELDS)
+    assert schema(settings) == settings
+
+
+def test_demo_engines_manifest_and_languages() -> None:
+    manifest = json.loads(
+        (ROOT / "demo" / "voice_engines" / "manifest.json").read_text()
+    )
+    assert manifest["domain"] == voice.ENGINES
+    assert files.CUSTOM_COMPONENTS[voice.ENGINES] == Path("demo/voice_engines")
+    assert demo.LANGUAGE in engines_tts.LANGUAGES
+
+
+def test_demo_engines_beep_without_espeak() -> None:
+    with wave.open(io.BytesIO(engines_tts.beeps("one two three four"))) as wav:
+        assert wav.getnchannels() == 1
+        assert wav.getnframes() / wav.getframerate() == pytest.approx(1.0, abs=0.01)
+
+
+async def _chunks(pcm: bytes, read: list[int] | None = None) -> AsyncIterator[bytes]:
+    for offset in range(0, len(pcm), 3200):
+        if read is not None:
+            read.append(offset)
+        yield pcm[offset : offset + 3200]
+
+
+async def test_demo_stt_hears_speech_and_answers_the_console() -> None:
+    entry = SimpleNamespace(entry_id="e", runtime_data=deque(["what time is it"]))
+    engine = engines_stt.DemoSpeechToText(entry)  # type: ignore[arg-type]
+    metadata = stt.SpeechMetadata(
+        language="en",
+        format=stt.AudioFormats.WAV,
+        codec=stt.AudioCodecs.PCM,
+        bit_rate=stt.AudioBitRates.BITRATE_16,
+        sample_rate=stt.AudioSampleRates.SAMPLERATE_16000,
+        channel=stt.AudioChannels.CHANNEL_MONO,
+    )
+    quiet = await engine.async_process_audio_stream(metadata, _chunks(silence(2)))
+    assert quiet.result is stt.SpeechResultState.ERROR
+    assert entry.runtime_data  # the sentence waits for speech
+
+    # The pause after speech ends the sentence: what follows is not read.
+    spoken = tone(300, 1.0) + silence(0.9) + tone(300, 5.0)
+    read: list[int] = []
+    heard = await engine.async_process_audio_stream(metadata, _chunks(spoken, read))
+    assert len(read) * 0.1 == pytest.approx(1.8, abs=0.11)
+    assert heard.result is stt.SpeechResultState.SUCCESS
+    assert heard.text == "what time is it"
+    assert not entry.runtime_data
