@@ -121,6 +121,8 @@ Commands (N is the device number shown by "devices"):
   devices              list the devices
   say N TEXT           the device hears its wake word, then TEXT (spoken by
                        espeak-ng); its reply is printed and saved as a WAV
+  say N FILE.wav [TEXT]  the same with a recording (TEXT: what it says, for
+                       the demo's stand-in speech-to-text; else the file name)
   wake N [PHRASE]      the device hears its wake word: it connects if needed,
                        says "listen detect" and starts listening (auto mode)
   listen N             start listening as push-to-talk does (manual mode)

@@ -6,8 +6,9 @@ Assistant's own conversation agent, and makes it the preferred one, which the
 satellites use unless their "Assistant" select says otherwise.
 
 On the console, ``say N TEXT`` speaks TEXT into device N's microphone
-(synthesized by espeak-ng, a tone without it) after its wake word; the reply
-the device plays is saved as a WAV under ``.demo/replies``.
+(synthesized by espeak-ng, a tone without it) after its wake word, and
+``say N FILE.wav [TEXT]`` plays a recording instead; the reply the device
+plays is saved as a WAV under ``.demo/replies``.
 """
 
 import asyncio
@@ -31,6 +32,7 @@ AGENT = "conversation.home_assistant"
 WAKE_WORD = "你好小智"
 REPLY_TIMEOUT = 60.0
 ESPEAK_TIMEOUT = 30.0
+AUDIO_FILES = (".wav", ".mp3", ".ogg", ".opus", ".flac", ".m4a")
 
 
 def engine_entities(entities: Iterable[Mapping[str, Any]]) -> dict[str, str]:
@@ -60,6 +62,22 @@ def pipeline_settings(stt: str, tts: str) -> dict[str, Any]:
         "wake_word_id": None,
         "prefer_local_intents": True,
     }
+
+
+def transcript_of(path: Path) -> str:
+    """Return what a file named like ``what_time_is_it.wav`` says."""
+    return " ".join(path.stem.replace("_", " ").replace("-", " ").split())
+
+
+def read_recording(name: str) -> bytes:
+    """Return a recording as the microphone's 16 kHz PCM (blocking)."""
+    path = Path(name).expanduser()
+    if not path.is_file():
+        raise DemoError(f"No audio file {path}")
+    try:
+        return read_audio(path)
+    except (OSError, ValueError) as err:  # PyAV's errors are both
+        raise DemoError(f"Cannot read {path}: {err}") from err
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +123,14 @@ class DemoVoice:
         if not self._espeak:
             say("espeak-ng is not installed: devices speak and answer in tones")
 
+    async def speech_of(self, text: str) -> tuple[bytes, str]:
+        """Return the microphone's audio and the transcript of a ``say``."""
+        first, _, rest = text.partition(" ")
+        if first.lower().endswith(AUDIO_FILES):
+            pcm = await asyncio.to_thread(read_recording, first)
+            return pcm, rest.strip() or transcript_of(Path(first))
+        return await self.speech(text), text
+
     async def speech(self, text: str) -> bytes:
         """Return ``text`` spoken, as the microphone's 16 kHz PCM."""
         if self._espeak is None:
@@ -125,11 +151,16 @@ class DemoVoice:
         return await asyncio.to_thread(read_audio, io.BytesIO(audio))
 
     async def converse(self, device: SimulatedDevice, number: int, text: str) -> Reply:
-        """Wake ``device``, say ``text``; wait for the reply and save it."""
+        """Wake ``device``, say ``text``; wait for the reply and save it.
+
+        ``text`` may start with an audio file to play into the microphone
+        instead; the rest (or the file's name) is what the stand-in
+        speech-to-text returns.
+        """
+        speech, text = await self.speech_of(text)
         await self._client.request(
             "POST", f"/api/services/{ENGINES}/set_transcript", json_body={"text": text}
         )
-        speech = await self.speech(text)
         sentences = len(device.tts_sentences)
         closes = len(device.close_reasons)
         record = device.speaker.record

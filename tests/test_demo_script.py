@@ -29,7 +29,7 @@ import demo
 from demo import client, devices, files, main, voice
 from demo.voice_engines import stt as engines_stt, tts as engines_tts
 from simulator import SimulatedDevice
-from simulator.voice import silence, tone
+from simulator.voice import silence, tone, write_wav
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPONENTS = Path(homeassistant.components.__file__).parent
@@ -571,3 +571,23 @@ async def test_demo_stt_hears_speech_and_answers_the_console() -> None:
     assert heard.result is stt.SpeechResultState.SUCCESS
     assert heard.text == "what time is it"
     assert not entry.runtime_data
+
+
+def test_transcript_of_a_recording() -> None:
+    assert voice.transcript_of(Path("/x/what_time-is  it.wav")) == "what time is it"
+
+
+async def test_say_a_recording(tmp_path: Path) -> None:
+    recording = tmp_path / "turn_on_the_light.wav"
+    write_wav(recording, tone(300, 0.5), 16000)
+    demo_voice = voice.DemoVoice(None, tmp_path)  # type: ignore[arg-type]
+    pcm, text = await demo_voice.speech_of(f"{recording}")
+    assert len(pcm) == 16000  # 0.5 s of 16 kHz 16-bit
+    assert text == "turn on the light"
+    _, text = await demo_voice.speech_of(f"{recording} lights on")
+    assert text == "lights on"
+    with pytest.raises(demo.DemoError, match="No audio file"):
+        await demo_voice.speech_of(f"{tmp_path}/missing.wav")
+    (tmp_path / "bad.wav").write_bytes(b"not audio")
+    with pytest.raises(demo.DemoError, match="Cannot read"):
+        await demo_voice.speech_of(f"{tmp_path}/bad.wav")
