@@ -43,6 +43,8 @@ class DeviceConfig:
     ws_url: str | None = None
     token: str | None = None
     protocol_version: int = 1
+    mqtt: Mapping[str, str | int] | None = None
+    """The ``mqtt`` settings, as an OTA answer would store them: MQTT + UDP."""
 
     # Hardware and tools
     camera: bool = False
@@ -78,12 +80,17 @@ class DeviceConfig:
     is dropped."""
     decode_queue: int = 40
     """Packets the decode queue holds (40 in v2.4; 20 after the notify change)."""
+    udp_strict_sequence: bool = True
+    """Drop UDP packets whose sequence is not above the last (2.4.0 and later;
+    older firmware drops only lower ones)."""
 
     # Timing
     idle_timeout: float = 120.0
     hello_timeout: float = 10.0
     reboot_delay: float = 3.0
     reconnect_delay: float | None = None
+    mqtt_reconnect_delay: float = 10.0
+    """esp-mqtt reconnects by itself this long after losing the broker."""
     retry_delay: float = 5.0
     max_backoff: float = 60.0
     activation_poll_interval: float = 3.0

@@ -1,11 +1,15 @@
-"""A simulated xiaozhi-esp32 device: WebSocket client, state, run loop, OTA.
+"""A simulated xiaozhi-esp32 device: its transports, state, run loop, OTA.
 
 The device behaves like the firmware (``websocket_protocol.cc``,
-``application.cc``, ``ota.cc``): it dials with ``Authorization`` /
-``Protocol-Version`` / ``Device-Id`` / ``Client-Id`` headers, sends its hello,
-waits for the server's, dispatches text frames on ``type``, answers MCP
-requests, closes the link after ``idle_timeout`` without any incoming frame,
-and reboots on request. Everything it sees and does is recorded, and tests
+``mqtt_protocol.cc``, ``application.cc``, ``ota.cc``). Over WebSocket it
+dials with ``Authorization`` / ``Protocol-Version`` / ``Device-Id`` /
+``Client-Id`` headers, sends its hello, waits for the server's, and closes
+the link after ``idle_timeout`` without any incoming frame. Over MQTT + UDP
+(an ``mqtt`` block in the OTA answer, or ``DeviceConfig.mqtt``) it connects at
+boot and stays connected; each conversation opens a UDP audio channel with a
+hello and closes it with ``goodbye`` (see ``simulator/mqtt.py``). Either way
+it dispatches text frames on ``type``, answers MCP requests and reboots on
+request. Everything it sees and does is recorded, and tests
 wait for it with :meth:`SimulatedDevice.wait_for` and friends instead of
 sleeping.
 """
@@ -24,6 +28,7 @@ import aiohttp
 from .config import DeviceConfig, Faults
 from .device_tools import build_tools
 from .mcp_server import AfterReply, McpServer, defer_after_reply
+from .mqtt import DeviceMqttLink, DeviceUdpChannel, UdpParams, UdpRecord, parse_udp
 from .ota import (
     Activation,
     FirmwareOffer,
@@ -219,11 +224,18 @@ class SimulatedDevice:
         self.activation_code: str | None = None
         self.activated = False
         self.websocket_settings: dict[str, str | int] = {}
-        self.mqtt_config: dict[str, str | int] | None = None
+        self.mqtt_config: dict[str, str | int] | None = (
+            dict(self.config.mqtt) if self.config.mqtt is not None else None
+        )
         self.server_time: dict[str, Any] | None = None
         self.firmware_offer: FirmwareOffer | None = None
 
         self._ws: aiohttp.ClientWebSocketResponse | None = None
+        self._mqtt: DeviceMqttLink | None = None
+        self._udp: DeviceUdpChannel | None = None
+        self._udp_params: UdpParams | None = None
+        self.udp_record = UdpRecord()
+        self.goodbyes_received = 0
         self._reader: asyncio.Task[None] | None = None
         self._hello: asyncio.Future[None] | None = None
         self._closing_reason: str | None = None
@@ -475,12 +487,17 @@ class SimulatedDevice:
                 result.activation.message or "",
             )
         if result.mqtt is not None:
-            self.mqtt_config = dict(result.mqtt)
-            _LOGGER.warning(
-                "%s: the OTA answer holds an mqtt section; real devices then use "
-                "MQTT, which the simulator does not support",
+            # Stored key by key; keys left out keep their old value.
+            self.mqtt_config = {**(self.mqtt_config or {}), **result.mqtt}
+            _LOGGER.info(
+                "%s: mqtt %s (client %s)",
                 self.name,
+                self.mqtt_config.get("endpoint"),
+                self.mqtt_config.get("client_id"),
             )
+        elif result.websocket is not None:
+            # The boot's OTA answer chooses: a websocket block alone selects it.
+            self.mqtt_config = None
         if result.websocket is not None:
             self.websocket_settings.update(result.websocket)
             url = self.websocket_settings.get("url")
@@ -629,7 +646,15 @@ class SimulatedDevice:
                 raise DeviceError("Already connected")
             await self._open_link(url, token)
 
+    @property
+    def uses_mqtt(self) -> bool:
+        """Return True when the device talks MQTT + UDP (its OTA answer said so)."""
+        return self.mqtt_config is not None
+
     async def _open_link(self, url: str | None, token: str | None) -> None:
+        if self.uses_mqtt and url is None:
+            await self._open_mqtt()
+            return
         url = url or self.ws_url
         if token is None:
             token = self.token
@@ -686,6 +711,125 @@ class SimulatedDevice:
         self._set_activity("idle")
         self._notify()
 
+    async def _open_mqtt(self) -> None:
+        """Connect to the MQTT endpoint: no hello, MCP works at once."""
+        settings = dict(self.mqtt_config or {})
+        _LOGGER.info(
+            "%s: connecting to MQTT %s", self.name, settings.get("endpoint", "")
+        )
+        self._set_activity("connecting")
+        link = DeviceMqttLink(settings, self._on_text, self._mqtt_closed)
+        try:
+            await link.connect()
+        except ConnectionError as err:
+            self._set_activity("idle")
+            self._record_close("connect_failed")
+            raise DeviceConnectionError(str(err)) from err
+        self._mqtt = link
+        self._closing_reason = None
+        self.connected = True
+        self.connect_count += 1
+        _LOGGER.info("%s: connected over MQTT", self.name)
+        self._set_activity("idle")
+        self._notify()
+
+    def _mqtt_closed(self, reason: str) -> None:
+        if self._mqtt is None:
+            return
+        self._mqtt = None
+        # MQTT going down leaves the UDP channel alone; only Wi-Fi loss and
+        # reboots close it (the simulator closes it with the link it rode on).
+        self._close_udp()
+        self._link_ended(self._closing_reason or reason)
+
+    # --- the audio channel over MQTT + UDP ------------------------------
+
+    @property
+    def audio_channel_open(self) -> bool:
+        """Return True while the UDP audio channel exists (MQTT only)."""
+        return self._udp is not None and self._udp.is_open
+
+    async def open_audio_channel(self) -> None:
+        """Publish the hello and wait for the server's (MQTT + UDP).
+
+        As ``OpenAudioChannel``: the session id is cleared, the server hello
+        must come within ``hello_timeout`` with ``transport: udp`` and a
+        ``udp`` object, then the UDP socket is created.
+        """
+        if not self.uses_mqtt:
+            return
+        if not self.connected:
+            await self.connect()
+        if self.audio_channel_open:
+            return  # reused while it has not timed out
+        self.session_id = ""
+        self._udp_params = None
+        hello = asyncio.get_running_loop().create_future()
+        self._hello = hello
+        features = None
+        if self.config.features:
+            features = {**self.config.extra_features, "mcp": True}
+        await self._send_text(
+            hello_frame(
+                3, features=features, extra=self.config.hello_extra, transport="udp"
+            )
+        )
+        try:
+            async with asyncio.timeout(self.config.hello_timeout):
+                await asyncio.shield(hello)
+        except TimeoutError:
+            _LOGGER.error("%s: no server hello within the timeout", self.name)
+            self._set_activity("idle")
+            raise HelloTimeoutError("Failed to receive server hello") from None
+        params = self._udp_params
+        if params is None:  # pragma: no cover - set with the hello
+            raise DeviceConnectionError("server hello without udp")
+        channel = DeviceUdpChannel(
+            params,
+            self._on_udp_packet,
+            self.udp_record,
+            strict_sequence=self.config.udp_strict_sequence,
+        )
+        await channel.open()
+        self._udp = channel
+        self._notify()
+
+    async def close_audio_channel(self, *, send_goodbye: bool = True) -> None:
+        """Close the UDP channel; say goodbye as the firmware does."""
+        if self._udp is None:
+            return
+        self._close_udp()
+        if send_goodbye:
+            await self._send_text(
+                '{"session_id":"' + self.session_id + '","type":"goodbye"}'
+            )
+        self._stop_mic()
+        await self._change_activity("idle")
+
+    def _close_udp(self) -> None:
+        if self._udp is not None:
+            self._udp.close()
+            self._udp = None
+
+    def _on_udp_packet(self, payload: bytes, timestamp: int) -> None:
+        del timestamp  # the echo reference of server-side AEC
+        self.binary_received += 1
+        self.timeline.append((asyncio.get_running_loop().time(), "audio"))
+        self.audio_received.append(payload)
+        self.speaker.push(payload)
+        self._notify()
+
+    async def send_audio_packet(self, payload: bytes) -> bool:
+        """Send one Opus packet: over UDP (MQTT) or framed on the WebSocket."""
+        if self.uses_mqtt:
+            if self._udp is None or not self._udp.send(payload):
+                return False
+            self.sent_binary.append(payload)
+            return True
+        data = encode_audio(payload, self.protocol_version, self._audio_timestamp)
+        self._audio_timestamp += AUDIO_FRAME_DURATION_MS
+        return await self.send_bytes(data)
+
     async def _wait_reader(self) -> None:
         reader = self._reader
         if reader is not None and reader is not asyncio.current_task():
@@ -693,6 +837,11 @@ class SimulatedDevice:
 
     async def _close_link(self, reason: str) -> None:
         """Close the link from the device side and wait for the reader."""
+        if self._mqtt is not None:
+            self._closing_reason = reason
+            await self._mqtt.close()
+            self._mqtt_closed(reason)
+            return
         ws = self._ws
         if ws is None:
             return
@@ -794,6 +943,9 @@ class SimulatedDevice:
             return
         if reason == REASON_REBOOT:
             self._schedule_reconnect(self.config.reboot_delay, reboot=True)
+        elif self.uses_mqtt and reason not in _NO_RECONNECT:
+            # esp-mqtt reconnects by itself.
+            self._schedule_reconnect(self.config.mqtt_reconnect_delay)
         elif (
             was_connected
             and reason not in _NO_RECONNECT
@@ -827,6 +979,8 @@ class SimulatedDevice:
         kind = frame["type"]
         if kind == "hello":
             self._on_server_hello(frame)
+        elif kind == "goodbye" and self.uses_mqtt:
+            await self._on_goodbye(frame)
         elif kind == "mcp":
             payload = frame.get("payload")
             if isinstance(payload, dict):
@@ -858,6 +1012,15 @@ class SimulatedDevice:
             _LOGGER.warning("%s: unknown message type: %s", self.name, kind)
         self._notify()
 
+    async def _on_goodbye(self, frame: dict[str, Any]) -> None:
+        """Close the audio channel when the goodbye names this conversation."""
+        session_id = frame.get("session_id")
+        if not isinstance(session_id, str) or session_id != self.session_id:
+            _LOGGER.debug("%s: goodbye for another session", self.name)
+            return
+        await self.close_audio_channel(send_goodbye=False)
+        self.goodbyes_received += 1
+
     def _on_server_hello(self, frame: dict[str, Any]) -> None:
         transport = frame.get("transport")
         if not isinstance(transport, str):
@@ -865,9 +1028,21 @@ class SimulatedDevice:
             _LOGGER.error("%s: server hello without transport: crash", self.name)
             self.crashed = True
             raise _LinkEnd(REASON_FATAL_HELLO)
-        if transport != "websocket":
+        expected = "udp" if self.uses_mqtt else "websocket"
+        if transport != expected:
             _LOGGER.error("%s: unsupported transport: %s", self.name, transport)
             return
+        if self.uses_mqtt:
+            # Handled at any time; a failed check returns silently and the
+            # opening side gives up after its wait.
+            params = parse_udp(frame.get("udp"))
+            if params is None:
+                _LOGGER.error("%s: server hello with a bad udp object", self.name)
+                return
+            self._udp_params = params
+            if self._udp is not None:
+                self._udp.params = params
+                self._udp.local_sequence = self._udp.remote_sequence = 0
         session_id = frame.get("session_id")
         if isinstance(session_id, str):
             self.session_id = session_id
@@ -972,8 +1147,9 @@ class SimulatedDevice:
         if not self.connected:
             await self.connect()
         self._stop_mic()
+        await self.open_audio_channel()
         for packet in self._mic().frames(silence(preroll)):
-            await self.send_bytes(encode_audio(packet, self.protocol_version))
+            await self.send_audio_packet(packet)
             self.mic_frames_sent += 1
         await self.send_listen("detect", text=phrase)
         self.say(speech)
@@ -1013,16 +1189,16 @@ class SimulatedDevice:
         loop = asyncio.get_running_loop()
         encoder = self._mic()
         frame_seconds = AUDIO_FRAME_DURATION_MS / 1000 / self.config.mic_speed
-        next_at = loop.time()
+        # The first packet leaves once a frame has been captured.
+        next_at = loop.time() + frame_seconds
+        await asyncio.sleep(frame_seconds)
         while self.connected and (
             self.state.activity == "listening" or self.listen_mode == "realtime"
         ):
             chunk = bytes(self._mic_source[: encoder.frame_bytes])
             del self._mic_source[: encoder.frame_bytes]
             for packet in encoder.frames(chunk or silence(0.06)):
-                if not await self.send_bytes(
-                    encode_audio(packet, self.protocol_version)
-                ):
+                if not await self.send_audio_packet(packet):
                     return
                 self.mic_frames_sent += 1
             next_at += frame_seconds
@@ -1031,6 +1207,14 @@ class SimulatedDevice:
     # ------------------------------------------------------------------ outgoing
 
     async def _send_text(self, text: str) -> bool:
+        if self._mqtt is not None:
+            if not await self._mqtt.publish(text):
+                _LOGGER.debug("%s: not connected, dropped %s", self.name, text)
+                return False
+            _LOGGER.debug("%s >> %s", self.name, text)
+            self.sent.append(text)
+            self._notify()
+            return True
         ws = self._ws
         if ws is None or ws.closed:
             _LOGGER.debug("%s: not connected, dropped %s", self.name, text)
@@ -1074,6 +1258,8 @@ class SimulatedDevice:
         text: str | None = None,
     ) -> bool:
         """Send ``listen`` (start / stop / detect) and update the activity."""
+        if state != "stop" and self.uses_mqtt and self.connected:
+            await self.open_audio_channel()  # the firmware listens on a channel
         sent = await self._send_text(
             listen_frame(self.outgoing_session_id, state, mode, text)
         )
@@ -1141,7 +1327,9 @@ class SimulatedDevice:
         self.vision_url = None
         self.vision_token = ""
         self._notify()
-        if self._ws is not None:
+        if self._udp is not None:
+            await self.close_audio_channel()
+        if self._ws is not None or self._mqtt is not None:
             await self._close_link(REASON_REBOOT)
         elif not self._stopping:
             self._schedule_reconnect(self.config.reboot_delay, reboot=True)
@@ -1211,11 +1399,10 @@ class SimulatedDevice:
             except (OtaError, TimeoutError) as err:
                 _LOGGER.error("%s: provisioning failed: %s", self.name, err)
                 return "provisioning_failed"
-            if self.mqtt_config is not None:
-                _LOGGER.error(
-                    "%s: the OTA answer selects MQTT; staying offline", self.name
-                )
-                return "mqtt"
+            if self.uses_mqtt:
+                return None
+        if self.uses_mqtt:
+            return None
         if not self.ws_url:
             _LOGGER.error("%s: no WebSocket URL; staying offline", self.name)
             return "no_websocket_url"
@@ -1236,8 +1423,9 @@ class SimulatedDevice:
         for task in list(self._tasks):
             if task is not self._reader and task is not current:
                 task.cancel()
-        if self._ws is not None:
+        if self._ws is not None or self._mqtt is not None:
             await self._close_link(REASON_STOPPED)
+        self._close_udp()
         pending = [task for task in self._tasks if task is not current]
         for task in pending:
             task.cancel()

@@ -27,12 +27,16 @@ def hello_frame(
     *,
     features: Mapping[str, bool] | None,
     extra: Mapping[str, Any] | None = None,
+    transport: str = "websocket",
 ) -> str:
-    """Return the device's hello; ``features=None`` omits the key entirely."""
+    """Return the device's hello; ``features=None`` omits the key entirely.
+
+    Over MQTT the firmware says version 3 and transport ``udp``.
+    """
     hello: dict[str, Any] = {"type": "hello", "version": protocol_version}
     if features is not None:
         hello["features"] = dict(features)
-    hello["transport"] = "websocket"
+    hello["transport"] = transport
     hello["audio_params"] = {
         "format": "opus",
         "sample_rate": AUDIO_SAMPLE_RATE,

@@ -421,6 +421,9 @@ def test_demo_pins_cover_what_home_assistant_loads() -> None:
     loaded |= {"xiaozhi", "google_translate"}
     needed = _requirements(loaded)
     pins = _demo_pins()
+    # The simulated devices' MQTT client: paho-mqtt at Home Assistant's pin.
+    simulator = {name: pins.pop(name) for name in ("aiomqtt", "paho-mqtt")}
+    assert simulator["paho-mqtt"] == _constraints()["paho-mqtt"]
     assert {
         name: needed[name] for name in needed if pins.get(name) != needed[name]
     } == {}

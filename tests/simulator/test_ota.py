@@ -107,7 +107,7 @@ async def test_ota_sections_are_recorded(
     assert result.firmware is not None
     assert result.firmware.newer
     assert device.firmware_offer == result.firmware
-    assert "MQTT" in caplog.text
+    assert "mqtt mqtt.example" in caplog.text
     assert "firmware 2.1.0 offered" in caplog.text
 
 
@@ -321,7 +321,6 @@ async def test_reboot_with_failing_ota_stays_offline(
 @pytest.mark.parametrize(
     ("answer", "reason"),
     [
-        ({"mqtt": {"endpoint": "m"}, **WS}, "mqtt"),
         ({}, "no_websocket_url"),
         (None, "provisioning_failed"),
     ],

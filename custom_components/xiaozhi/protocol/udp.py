@@ -1,0 +1,347 @@
+"""The firmware's UDP audio channel: AES-128-CTR packets, and the endpoint.
+
+Every packet, both ways, is a 16-byte header followed by the Opus packet
+encrypted with AES-128-CTR, the header itself being the counter block::
+
+    u8 type = 0x01 | u8 flags | u16 payload length | u32 ssrc
+    | u32 timestamp | u32 sequence                        (big-endian)
+
+The server hello gives the device a key and a nonce per audio channel. The
+device keeps bytes 0, 1 and 4-7 of the nonce (so the ssrc is ours to choose
+and routes its packets here) and writes length, timestamp and sequence into
+the rest. Nothing authenticates a packet, so the endpoint drops what does not
+fit: a wrong length, an unknown ssrc, a source other than the device, a
+sequence that does not rise, a payload that decrypts to no Opus packet, or
+more packets than a microphone makes.
+
+Known weakness of the firmware's scheme: the sequence sits in the counter's
+lowest bytes, so consecutive uplink packets reuse keystream (block 1 of
+packet n is block 0 of packet n+1). Downlink packets carry a rising
+timestamp, which keeps their counter blocks apart.
+
+No Home Assistant import.
+"""
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass, field
+import logging
+import secrets
+import struct
+import time
+from typing import Final, override
+
+from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+
+_LOGGER = logging.getLogger(__name__)
+
+HEADER: Final = struct.Struct(">BBHIII")
+HEADER_SIZE: Final = HEADER.size
+PACKET_TYPE: Final = 0x01
+MAX_DATAGRAM: Final = 1500  # the device's receive buffer
+MAX_PAYLOAD: Final = MAX_DATAGRAM - HEADER_SIZE
+# A microphone makes 17 packets a second (60 ms), 50 with 20 ms frames; the
+# wake-word pre-roll arrives as a burst of about 33.
+RATE_PER_SECOND: Final = 100.0
+BURST: Final = 100.0
+
+
+def crypt(key: bytes, header: bytes, payload: bytes) -> bytes:
+    """Encrypt or decrypt a payload (CTR is its own inverse)."""
+    encryptor = Cipher(algorithms.AES(key), modes.CTR(header)).encryptor()
+    return encryptor.update(payload) + encryptor.finalize()
+
+
+def pack_packet(
+    key: bytes,
+    payload: bytes,
+    *,
+    ssrc: int,
+    timestamp: int,
+    sequence: int,
+    flags: int = 0,
+) -> bytes:
+    """Return one encrypted packet."""
+    header = HEADER.pack(
+        PACKET_TYPE,
+        flags,
+        len(payload),
+        ssrc,
+        timestamp & 0xFFFFFFFF,
+        sequence & 0xFFFFFFFF,
+    )
+    return header + crypt(key, header, payload)
+
+
+@dataclass(frozen=True, slots=True)
+class PacketHeader:
+    """The fields of a packet header."""
+
+    flags: int
+    length: int
+    ssrc: int
+    timestamp: int
+    sequence: int
+
+
+def parse_header(data: bytes) -> PacketHeader | None:
+    """Return the header of a well-formed packet, or None."""
+    if len(data) < HEADER_SIZE or data[0] != PACKET_TYPE:
+        return None
+    _type, flags, length, ssrc, timestamp, sequence = HEADER.unpack_from(data)
+    if len(data) != HEADER_SIZE + length:
+        return None
+    return PacketHeader(flags, length, ssrc, timestamp, sequence)
+
+
+_SILK_MS: Final = (10.0, 20.0, 40.0, 60.0)
+_CELT_MS: Final = (2.5, 5.0, 10.0, 20.0)
+MAX_FRAME_BYTES: Final = 1275
+
+
+def opus_duration_ms(packet: bytes) -> float | None:
+    """Return a packet's duration by its TOC, or None if it is no Opus packet.
+
+    The checks are RFC 6716's R1-R7 (section 3.4) as far as the frame sizes
+    go; an empty packet (DTX) is a frame of the stream's own duration and is
+    left to the caller.
+    """
+    if not packet:
+        return None
+    toc = packet[0]
+    config, code = toc >> 3, toc & 0x03
+    if config < 12:
+        frame = _SILK_MS[config % 4]
+    elif config < 16:
+        frame = (10.0, 20.0)[config % 2]
+    else:
+        frame = _CELT_MS[config % 4]
+    rest = len(packet) - 1
+    if code == 0:
+        return frame if rest <= MAX_FRAME_BYTES else None
+    if code == 1:
+        return 2 * frame if rest % 2 == 0 and rest // 2 <= MAX_FRAME_BYTES else None
+    if code == 2:
+        if rest < 1:
+            return None
+        first, used = packet[1], 1
+        if first >= 252:
+            if rest < 2:
+                return None
+            first, used = packet[1] + 4 * packet[2], 2
+        second = rest - used - first
+        if second < 0 or max(first, second) > MAX_FRAME_BYTES:
+            return None
+        return 2 * frame
+    if rest < 1:
+        return None
+    count = packet[1] & 0x3F
+    if count == 0 or count * frame > 120.0:
+        return None
+    return count * frame
+
+
+@dataclass(slots=True)
+class ChannelStats:
+    """What a channel received and dropped, by reason."""
+
+    received: int = 0
+    accepted: int = 0
+    sent: int = 0
+    dropped: dict[str, int] = field(default_factory=dict)
+
+    def drop(self, reason: str) -> None:
+        """Count a dropped packet."""
+        self.dropped[reason] = self.dropped.get(reason, 0) + 1
+
+
+class AudioChannel:
+    """One device's audio channel: its key, its counters, its address."""
+
+    def __init__(
+        self,
+        endpoint: UdpEndpoint,
+        ssrc: int,
+        device_ip: str,
+        on_audio: Callable[[bytes], None],
+        frame_ms: float | None,
+    ) -> None:
+        """Open a channel for packets from ``device_ip`` with ``ssrc``."""
+        self._endpoint = endpoint
+        self.ssrc = ssrc
+        self.key = secrets.token_bytes(16)
+        # Bytes the device keeps: type, flags, ssrc; the rest is random and
+        # overwritten by the device.
+        nonce = bytearray(secrets.token_bytes(16))
+        nonce[0:2] = bytes([PACKET_TYPE, 0])
+        nonce[4:8] = ssrc.to_bytes(4, "big")
+        self.nonce = bytes(nonce)
+        self.device_ip = device_ip
+        self.address: tuple[str, int] | None = None
+        self.frame_ms = frame_ms
+        self._on_audio = on_audio
+        self._last_sequence = 0
+        self._sequence = 0
+        self._tokens = BURST
+        self._refilled = time.monotonic()
+        self.stats = ChannelStats()
+        self.closed = False
+
+    def hello_fields(self, server: str, port: int) -> dict[str, object]:
+        """Return the ``udp`` object of the server hello."""
+        return {
+            "server": server,
+            "port": port,
+            "key": self.key.hex(),
+            "nonce": self.nonce.hex(),
+            "encryption": "aes-128-ctr",
+        }
+
+    def _allowed(self) -> bool:
+        now = time.monotonic()
+        self._tokens = min(
+            BURST, self._tokens + (now - self._refilled) * RATE_PER_SECOND
+        )
+        self._refilled = now
+        if self._tokens < 1:
+            return False
+        self._tokens -= 1
+        return True
+
+    def receive(
+        self, data: bytes, header: PacketHeader, address: tuple[str, int]
+    ) -> None:
+        """Take a packet with this channel's ssrc; drop what does not fit."""
+        stats = self.stats
+        stats.received += 1
+        reason = None
+        if address[0] != self.device_ip or (
+            self.address is not None and address != self.address
+        ):
+            reason = "source"
+        elif header.sequence <= self._last_sequence:
+            reason = "sequence"
+        elif not self._allowed():
+            reason = "rate"
+        if reason is None:
+            payload = crypt(self.key, data[:HEADER_SIZE], data[HEADER_SIZE:])
+            duration = opus_duration_ms(payload) if payload else self.frame_ms
+            if duration is None or (self.frame_ms and duration != self.frame_ms):
+                reason = "not_opus"
+        if reason is not None:
+            if reason not in stats.dropped:
+                _LOGGER.debug(
+                    "Dropping UDP packets of ssrc %08x from %s (%s)",
+                    self.ssrc,
+                    address[0],
+                    reason,
+                )
+            stats.drop(reason)
+            return
+        self._last_sequence = header.sequence
+        self.address = address
+        stats.accepted += 1
+        self._on_audio(payload)
+
+    def send(self, payload: bytes, timestamp: int) -> None:
+        """Send one Opus packet to the device; ConnectionError if it cannot be."""
+        if self.closed:
+            raise ConnectionError("audio channel closed")
+        if self.address is None:
+            raise ConnectionError("the device has sent no audio yet")
+        if len(payload) > MAX_PAYLOAD:
+            raise ValueError(f"Opus packet of {len(payload)} bytes is too large")
+        self._sequence += 1
+        packet = pack_packet(
+            self.key,
+            payload,
+            ssrc=self.ssrc,
+            timestamp=timestamp,
+            sequence=self._sequence,
+        )
+        self._endpoint.sendto(packet, self.address)
+        self.stats.sent += 1
+
+    def close(self) -> None:
+        """Stop taking and sending packets."""
+        if not self.closed:
+            self.closed = True
+            self._endpoint.forget(self)
+
+
+class UdpEndpoint(asyncio.DatagramProtocol):
+    """The audio endpoint: one socket, channels found by ssrc."""
+
+    def __init__(self) -> None:
+        """Start without channels."""
+        self._channels: dict[int, AudioChannel] = {}
+        self._transport: asyncio.DatagramTransport | None = None
+        self.unknown = 0
+
+    @property
+    def port(self) -> int | None:
+        """Return the port the endpoint listens on, once started."""
+        if self._transport is None:
+            return None
+        return int(self._transport.get_extra_info("sockname")[1])
+
+    @property
+    def channels(self) -> int:
+        """Return how many channels are open."""
+        return len(self._channels)
+
+    async def start(self, host: str, port: int) -> None:
+        """Listen; raises OSError when the port cannot be bound."""
+        loop = asyncio.get_running_loop()
+        await loop.create_datagram_endpoint(lambda: self, local_addr=(host, port))
+
+    def stop(self) -> None:
+        """Close the socket and every channel."""
+        for channel in list(self._channels.values()):
+            channel.close()
+        if self._transport is not None:
+            self._transport.close()
+            self._transport = None
+
+    @override
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        if not isinstance(transport, asyncio.DatagramTransport):  # pragma: no cover
+            raise TypeError("the UDP endpoint needs a datagram transport")
+        self._transport = transport
+
+    @override
+    def datagram_received(self, data: bytes, addr: tuple[str | object, int]) -> None:
+        header = parse_header(data)
+        channel = self._channels.get(header.ssrc) if header is not None else None
+        if channel is None or header is None:
+            self.unknown += 1
+            if self.unknown == 1:
+                _LOGGER.debug("Dropping UDP packets of no audio channel")
+            return
+        channel.receive(data, header, (str(addr[0]), int(addr[1])))
+
+    def open_channel(
+        self,
+        device_ip: str,
+        on_audio: Callable[[bytes], None],
+        frame_ms: float | None = None,
+    ) -> AudioChannel:
+        """Open a channel for a device at ``device_ip``, with a fresh key."""
+        while True:
+            ssrc = secrets.randbits(32)
+            if ssrc and ssrc not in self._channels:
+                break
+        channel = AudioChannel(self, ssrc, device_ip, on_audio, frame_ms)
+        self._channels[ssrc] = channel
+        return channel
+
+    def forget(self, channel: AudioChannel) -> None:
+        """Drop a closed channel."""
+        if self._channels.get(channel.ssrc) is channel:
+            del self._channels[channel.ssrc]
+
+    def sendto(self, packet: bytes, address: tuple[str, int]) -> None:
+        """Send a datagram; ConnectionError when the endpoint is stopped."""
+        if self._transport is None or self._transport.is_closing():
+            raise ConnectionError("UDP endpoint stopped")
+        self._transport.sendto(packet, address)
