@@ -26,6 +26,7 @@ from custom_components.xiaozhi.const import (
     CONF_TOKEN,
     DOMAIN,
 )
+from custom_components.xiaozhi.endpoints import STORE_KEY as ENDPOINTS_STORE_KEY
 from custom_components.xiaozhi.manager import XiaozhiManager
 from simulator import DEFAULT_MAC, DeviceConfig, SimulatedDevice, relative_url
 from simulator.cli import client_id_for
@@ -64,6 +65,28 @@ def snapshot(snapshot: SnapshotAssertion) -> SnapshotAssertion:
 @pytest.fixture(autouse=True)
 def auto_enable_custom_integrations(enable_custom_integrations: None) -> None:
     """Let Home Assistant load custom_components/xiaozhi in every test."""
+
+
+@pytest.fixture
+def endpoint_settings() -> dict[str, Any]:
+    """Return the stored transport settings: WebSocket unless a test opts in.
+
+    The MQTT + UDP endpoint opens real ports; ``mqtt_endpoint`` turns it on
+    (on free ports) for the tests of that transport.
+    """
+    return {"transport": "websocket", "mqtt_port": 0, "udp_port": 0}
+
+
+@pytest.fixture(autouse=True)
+def _stored_endpoint_settings(
+    hass_storage: dict[str, Any], endpoint_settings: dict[str, Any]
+) -> None:
+    hass_storage[ENDPOINTS_STORE_KEY] = {
+        "version": 1,
+        "minor_version": 1,
+        "key": ENDPOINTS_STORE_KEY,
+        "data": endpoint_settings,
+    }
 
 
 @pytest.fixture

@@ -1,5 +1,6 @@
 """Pairing: the device checks in at the OTA endpoint, the user types its code."""
 
+import socket
 from typing import Any
 from unittest.mock import patch
 
@@ -32,6 +33,7 @@ from custom_components.xiaozhi.const import (
     WAIT_FOR_DEVICE_TIMEOUT,
 )
 from custom_components.xiaozhi.data import DATA_KEY
+from custom_components.xiaozhi.endpoints import EndpointSettings, Transport
 from simulator.cli import client_id_for
 
 from .conftest import BOARD, FIRMWARE, MAC, TOKEN, device_headers, system_info
@@ -359,32 +361,92 @@ async def test_reconfigure_issues_new_token(
     assert len(entry.data[CONF_TOKEN]) >= 32
 
 
-@pytest.mark.parametrize(
-    ("user_input", "expected"),
-    [
-        (
-            {CONF_CALL_TIMEOUT: 12, CONF_KEEPALIVE: False},
-            {CONF_CALL_TIMEOUT: 12, CONF_KEEPALIVE: False},
-        ),
-    ],
-)
-async def test_options(
-    hass: HomeAssistant,
-    init_integration: MockConfigEntry,
-    user_input: dict[str, Any],
-    expected: dict[str, Any],
-) -> None:
-    """Options set the command timeout and the keep-alive."""
+WEBSOCKET_ONLY = {"transport": "websocket", "mqtt_port": 1885, "udp_port": 1886}
+
+
+def _free_port(kind: int = socket.SOCK_STREAM) -> int:
+    with socket.socket(socket.AF_INET, kind) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+async def test_options(hass: HomeAssistant, init_integration: MockConfigEntry) -> None:
+    """Options set the command timeout and the keep-alive of the device."""
     entry = init_integration
     result = await hass.config_entries.options.async_init(entry.entry_id)
     assert result["type"] is FlowResultType.FORM
     assert result["step_id"] == "init"
     # The dialog says which device it is for.
-    assert result["description_placeholders"] == {"name": entry.title}
+    assert result["description_placeholders"]["name"] == entry.title
     result = await hass.config_entries.options.async_configure(
-        result["flow_id"], user_input
+        result["flow_id"],
+        {CONF_CALL_TIMEOUT: 12, CONF_KEEPALIVE: False, "transport": WEBSOCKET_ONLY},
     )
     assert result["type"] is FlowResultType.CREATE_ENTRY
-    assert entry.options == expected
+    assert entry.options == {CONF_CALL_TIMEOUT: 12, CONF_KEEPALIVE: False}
     assert entry.runtime_data.call_timeout == 12
     assert entry.runtime_data.keepalive is False
+    endpoints = hass.data[DATA_KEY].endpoints
+    assert endpoints.settings == EndpointSettings(
+        transport=Transport.WEBSOCKET, mqtt_port=1885, udp_port=1886
+    )
+    assert not endpoints.active
+
+
+@pytest.mark.parametrize("field", ["mqtt_port", "udp_port"])
+@pytest.mark.parametrize("port", [1883, 8883])
+async def test_options_refuse_a_brokers_port(
+    hass: HomeAssistant, init_integration: MockConfigEntry, field: str, port: int
+) -> None:
+    result = await hass.config_entries.options.async_init(init_integration.entry_id)
+    transport = {**WEBSOCKET_ONLY, "transport": "auto", field: port}
+    result = await hass.config_entries.options.async_configure(
+        result["flow_id"],
+        {CONF_CALL_TIMEOUT: 30, CONF_KEEPALIVE: True, "transport": transport},
+    )
+    assert result["type"] is FlowResultType.FORM
+    assert result["errors"] == {"base": "port_reserved"}
+    assert result["description_placeholders"]["port"] == str(port)
+
+
+async def test_options_open_the_endpoint_and_report_a_taken_port(
+    hass: HomeAssistant,
+    init_integration: MockConfigEntry,
+    socket_enabled: None,
+    hass_storage: dict[str, Any],
+) -> None:
+    """MQTT + UDP opens at once; a port in use is said, and nothing changes."""
+    endpoints = hass.data[DATA_KEY].endpoints
+    with socket.socket() as taken:
+        taken.bind(("0.0.0.0", 0))  # noqa: S104 - where the endpoint binds
+        taken.listen()
+        busy = taken.getsockname()[1]
+        result = await hass.config_entries.options.async_init(init_integration.entry_id)
+        transport = {"transport": "auto", "mqtt_port": busy, "udp_port": 1886}
+        result = await hass.config_entries.options.async_configure(
+            result["flow_id"],
+            {CONF_CALL_TIMEOUT: 30, CONF_KEEPALIVE: True, "transport": transport},
+        )
+        assert result["type"] is FlowResultType.FORM
+        assert result["errors"] == {"base": "port_unavailable"}
+        assert result["description_placeholders"]["port"] == str(busy)
+        assert "in use" in result["description_placeholders"]["error"]
+        assert endpoints.settings.transport is Transport.WEBSOCKET
+        assert not endpoints.active
+
+        mqtt_port, udp_port = _free_port(), _free_port(socket.SOCK_DGRAM)
+        transport = {"transport": "auto", "mqtt_port": mqtt_port, "udp_port": udp_port}
+        result = await hass.config_entries.options.async_configure(
+            result["flow_id"],
+            {CONF_CALL_TIMEOUT: 30, CONF_KEEPALIVE: True, "transport": transport},
+        )
+    assert result["type"] is FlowResultType.CREATE_ENTRY
+    assert endpoints.active
+    assert endpoints.mqtt.port == mqtt_port
+    assert endpoints.udp.port == udp_port
+    assert hass_storage["xiaozhi.endpoints"]["data"] == {
+        "transport": "auto",
+        "mqtt_port": mqtt_port,
+        "udp_port": udp_port,
+    }
+    await endpoints.async_stop()

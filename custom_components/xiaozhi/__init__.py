@@ -1,14 +1,15 @@
 """The XiaoZhi integration: Home Assistant as the server of xiaozhi-esp32 devices."""
 
 from homeassistant.const import EVENT_HOMEASSISTANT_STOP, Platform
-from homeassistant.core import Event, HomeAssistant, callback
+from homeassistant.core import Event, HomeAssistant
 from homeassistant.helpers import config_validation as cv
 from homeassistant.helpers.typing import ConfigType
 
 from .const import DOMAIN
 from .data import DATA_KEY, XiaozhiData
+from .endpoints import DeviceEndpoints
 from .entry_data import device_store
-from .http import async_setup_http
+from .http import DeviceUploads, async_setup_http
 from .identity import async_check_bound, async_forget
 from .manager import XiaozhiConfigEntry, XiaozhiManager
 from .pairing import PairingManager
@@ -33,14 +34,20 @@ PLATFORMS = [
 
 async def async_setup(hass: HomeAssistant, config: ConfigType) -> bool:
     """Open the device endpoints and register the actions."""
-    data = hass.data[DATA_KEY] = XiaozhiData(pairing=PairingManager(hass))
+    snapshots = async_setup_http(hass)
+    endpoints = DeviceEndpoints(
+        hass, lambda base, mac: DeviceUploads(base, snapshots, mac)
+    )
+    data = hass.data[DATA_KEY] = XiaozhiData(
+        pairing=PairingManager(hass), endpoints=endpoints
+    )
 
-    @callback
-    def _stop(_event: Event) -> None:
+    async def _stop(_event: Event) -> None:
         data.pairing.shutdown()
+        await endpoints.async_stop()
 
     hass.bus.async_listen_once(EVENT_HOMEASSISTANT_STOP, _stop)
-    async_setup_http(hass)
+    await endpoints.async_start()
     async_setup_services(hass)
     return True
 

@@ -45,7 +45,7 @@ from .helpers import async_device_text
 from .manager import XiaozhiConfigEntry, XiaozhiManager
 from .protocol import DeviceEvent, DeviceEventType, ProtocolError, XiaozhiError
 from .protocol.codec import decode_file
-from .protocol.voice import TTS_START_SETTLE
+from .protocol.voice import TTS_START_SETTLE, EarlyAudio
 from .voice import VoiceTurn, play_audio, stream_pcm
 
 PARALLEL_UPDATES = 0
@@ -88,6 +88,7 @@ class XiaozhiAssistSatellite(XiaozhiEntity, AssistSatelliteEntity):
         self._turn_task: asyncio.Task[None] | None = None
         self._wake_phrase: str | None = None
         self._playback: asyncio.Task[None] | None = None
+        self._early = EarlyAudio()
 
     @override
     async def async_added_to_hass(self) -> None:
@@ -184,17 +185,20 @@ class XiaozhiAssistSatellite(XiaozhiEntity, AssistSatelliteEntity):
 
     @callback
     def voice_audio(self, payload: bytes) -> None:
-        """Take microphone audio; before ``listen start`` it is dropped.
+        """Take microphone audio; the turn starts with ``listen start``.
 
         The firmware first sends about two seconds of audio from before the
-        wake word; the turn starts with ``listen start``.
+        wake word, which is not part of what the user says.
         """
         if self._turn is not None:
             self._turn.feed(payload)
+        else:
+            self._early.add(self.hass.loop.time(), payload)
 
     @callback
     def voice_closed(self) -> None:
         """Drop whatever the device was doing: it is gone."""
+        self._early.clear()
         if self._turn is not None:
             self._turn.cancel()
             self._turn = None
@@ -221,6 +225,8 @@ class XiaozhiAssistSatellite(XiaozhiEntity, AssistSatelliteEntity):
         )
         self._wake_phrase = None
         self._turn = self.last_turn = turn
+        for payload in self._early.take_live(self.hass.loop.time()):
+            turn.feed(payload)
         self._turn_task = self.manager.entry.async_create_background_task(
             self.hass, self._run_turn(turn), f"xiaozhi voice turn of {self.manager.mac}"
         )

@@ -11,12 +11,15 @@ from homeassistant.config_entries import (
     OptionsFlow,
 )
 from homeassistant.core import callback
+from homeassistant.data_entry_flow import section
 from homeassistant.helpers.network import NoURLAvailableError, get_url
 from homeassistant.helpers.selector import (
     BooleanSelector,
     NumberSelector,
     NumberSelectorConfig,
     NumberSelectorMode,
+    SelectSelector,
+    SelectSelectorConfig,
     TextSelector,
 )
 from homeassistant.helpers.typing import DiscoveryInfoType
@@ -39,10 +42,18 @@ from .const import (
     WAIT_FOR_DEVICE_TIMEOUT,
 )
 from .data import DATA_KEY
+from .endpoints import RESERVED_PORTS, EndpointSettings, Transport
 from .manager import XiaozhiConfigEntry
 from .pairing import CodeCheck, PairingManager, PendingDevice, new_token
 
 CONF_CODE = "code"
+SECTION_TRANSPORT = "transport"
+CONF_TRANSPORT = "transport"
+CONF_MQTT_PORT = "mqtt_port"
+CONF_UDP_PORT = "udp_port"
+PORT_SELECTOR = NumberSelector(
+    NumberSelectorConfig(min=1, max=65535, step=1, mode=NumberSelectorMode.BOX)
+)
 
 
 def entry_title(pending: PendingDevice) -> str:
@@ -262,28 +273,74 @@ OPTIONS_SCHEMA = probatio.Schema(
             )
         ),
         probatio.Required(CONF_KEEPALIVE): BooleanSelector(),
+        probatio.Required(SECTION_TRANSPORT): section(
+            probatio.Schema(
+                {
+                    probatio.Required(CONF_TRANSPORT): SelectSelector(
+                        SelectSelectorConfig(
+                            options=[transport.value for transport in Transport],
+                            translation_key=CONF_TRANSPORT,
+                        )
+                    ),
+                    probatio.Required(CONF_MQTT_PORT): PORT_SELECTOR,
+                    probatio.Required(CONF_UDP_PORT): PORT_SELECTOR,
+                }
+            ),
+            {"collapsed": True},
+        ),
     }
 )
 
 
 class XiaozhiOptionsFlow(OptionsFlow):
-    """Tool call timeout and keep-alive of one device."""
+    """The device's options, and the transport of every device."""
 
     async def async_step_init(
         self, user_input: dict[str, Any] | None = None
     ) -> ConfigFlowResult:
-        """Show the options."""
+        """Show the options; apply the transport settings at once."""
+        endpoints = self.hass.data[DATA_KEY].endpoints
+        errors: dict[str, str] = {}
+        placeholders = {"name": self.config_entry.title, "port": "", "error": ""}
         if user_input is not None:
-            return self.async_create_entry(data=user_input)
+            options = dict(user_input)
+            transport = options.pop(SECTION_TRANSPORT)
+            settings = EndpointSettings(
+                transport=Transport(transport[CONF_TRANSPORT]),
+                mqtt_port=int(transport[CONF_MQTT_PORT]),
+                udp_port=int(transport[CONF_UDP_PORT]),
+            )
+            reserved = [
+                port
+                for port in (settings.mqtt_port, settings.udp_port)
+                if port in RESERVED_PORTS
+            ]
+            if reserved:
+                errors["base"] = "port_reserved"
+                placeholders["port"] = str(reserved[0])
+            elif failed := await endpoints.async_apply(settings):
+                key, error = next(iter(failed.items()))
+                errors["base"] = "port_unavailable"
+                placeholders["port"] = str(getattr(settings, key))
+                placeholders["error"] = error
+            else:
+                return self.async_create_entry(data=options)
+        settings = endpoints.settings
+        suggested = {
+            CONF_CALL_TIMEOUT: DEFAULT_CALL_TIMEOUT,
+            CONF_KEEPALIVE: DEFAULT_KEEPALIVE,
+            **self.config_entry.options,
+            SECTION_TRANSPORT: {
+                CONF_TRANSPORT: settings.transport.value,
+                CONF_MQTT_PORT: settings.mqtt_port,
+                CONF_UDP_PORT: settings.udp_port,
+            },
+        }
+        if user_input is not None:
+            suggested |= user_input
         return self.async_show_form(
             step_id="init",
-            data_schema=self.add_suggested_values_to_schema(
-                OPTIONS_SCHEMA,
-                {
-                    CONF_CALL_TIMEOUT: DEFAULT_CALL_TIMEOUT,
-                    CONF_KEEPALIVE: DEFAULT_KEEPALIVE,
-                    **self.config_entry.options,
-                },
-            ),
-            description_placeholders={"name": self.config_entry.title},
+            data_schema=self.add_suggested_values_to_schema(OPTIONS_SCHEMA, suggested),
+            errors=errors,
+            description_placeholders=placeholders,
         )

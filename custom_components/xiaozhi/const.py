@@ -29,6 +29,14 @@ CONF_KEEPALIVE: Final = "keepalive"
 DEFAULT_CALL_TIMEOUT: Final = 30.0
 DEFAULT_KEEPALIVE: Final = True
 
+# The devices' MQTT + UDP endpoint (integration-wide). Not 1883/8883: those
+# are an MQTT broker's (the Mosquitto add-on), and on 8883 the firmware wants
+# TLS with a publicly trusted certificate.
+DEFAULT_MQTT_PORT: Final = 1885
+DEFAULT_UDP_PORT: Final = 1886
+MQTT_KEEPALIVE: Final = 120  # seconds; the device pings about every 60
+MAX_MQTT_PACKET: Final = 256 * 1024
+
 # Device conversation timings (seconds).
 HELLO_TIMEOUT: Final = 10.0
 REQUEST_TIMEOUT: Final = 10.0

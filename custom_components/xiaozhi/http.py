@@ -17,6 +17,7 @@ from homeassistant.core import CALLBACK_TYPE, HomeAssistant, callback
 from homeassistant.helpers.http import KEY_HASS, HomeAssistantView
 from homeassistant.util import dt as dt_util
 import orjson
+from yarl import URL
 
 from .const import (
     CONF_TOKEN,
@@ -42,20 +43,25 @@ from .identity import (
 from .manager import XiaozhiConfigEntry, XiaozhiManager
 from .pairing import normalize_client_id, normalize_mac, same_secret
 from .protocol import ProtocolError, pack_audio, parse_protocol_version, unpack_audio
+from .protocol.messages import DeviceHello
 
 JPEG_MAGIC: Final = b"\xff\xd8\xff"
 VISION_ANSWER: Final = "Photo received by Home Assistant."
 
 
 @callback
-def async_setup_http(hass: HomeAssistant) -> None:
-    """Register the device endpoints (once per instance: routes stay)."""
+def async_setup_http(hass: HomeAssistant) -> SnapshotView:
+    """Register the device endpoints (once per instance: routes stay).
+
+    Returns the view minting screen picture URLs, which every transport uses.
+    """
     snapshots = SnapshotView()
     hass.http.register_view(OtaView())
     hass.http.register_view(ActivateView())
     hass.http.register_view(DeviceWebSocketView(snapshots))
     hass.http.register_view(VisionView())
     hass.http.register_view(snapshots)
+    return snapshots
 
 
 def base_url(hass: HomeAssistant, request: web.Request) -> str:
@@ -193,6 +199,13 @@ class OtaView(HomeAssistantView):
             if entry.disabled_by is not None:
                 return _error(HTTPStatus.FORBIDDEN, "Device is disabled")
             if client_matches(entry, client_id):
+                # The firmware prefers mqtt when both are there; clients that
+                # speak only WebSocket take that block.
+                mqtt = hass.data[DATA_KEY].endpoints.ota_block(
+                    URL(base_url(hass, request)).host, entry, client_id
+                )
+                if mqtt is not None:
+                    answer["mqtt"] = mqtt
                 answer["websocket"] = {
                     "url": websocket_url(hass, request),
                     "token": entry.data[CONF_TOKEN],
@@ -297,9 +310,14 @@ class WebSocketLink:
         """Return the device's address."""
         return self._remote
 
-    def hello_fields(self) -> dict[str, Any]:
-        """Return what the server hello says about the transport."""
+    always_on = False
+
+    def open_audio(self, hello: DeviceHello) -> dict[str, Any]:
+        """Return what the server hello says: audio flows on this WebSocket."""
         return {"transport": "websocket"}
+
+    def close_audio(self) -> None:
+        """Nothing to close apart from the WebSocket itself."""
 
     async def send_text(self, text: str) -> None:
         """Send a text frame."""

@@ -77,7 +77,7 @@ class VoiceHandler(Protocol):
         """Take one Opus packet from the microphone."""
 
     def voice_closed(self) -> None:
-        """Learn that the device's link is gone."""
+        """Learn that the device's audio is gone (link closed, or goodbye)."""
 
 
 VOICE_EVENTS: Final = frozenset(
@@ -231,6 +231,19 @@ class XiaozhiManager:
         if (session := self.session) is not None:
             await session.close(CloseReason.SERVER_CLOSED, "token changed")
 
+    async def async_restart_for_settings(self) -> None:
+        """Restart the device so that it fetches new transport settings.
+
+        The firmware reads where to connect from the OTA answer at start-up.
+        """
+        if not self.connected or REBOOT_TOOL not in self.data.tools:
+            return
+        LOGGER.info("Restarting %s so that it uses the new settings", self.name)
+        try:
+            await self.async_reboot()
+        except HomeAssistantError as err:
+            LOGGER.warning("Could not restart %s: %s", self.name, err)
+
     @callback
     def async_apply_options(self) -> None:
         """Use new options on the live link."""
@@ -289,6 +302,11 @@ class XiaozhiManager:
         if session is not self.session:
             return
         self._async_fire(event)
+        if event.type is DeviceEventType.CONVERSATION_ENDED:
+            # The device closed its audio channel; the link stays (MQTT).
+            if self._voice is not None:
+                self._voice.voice_closed()
+            return
         if event.type not in VOICE_EVENTS:
             return
         if event.type is DeviceEventType.LISTENING_STARTED:
@@ -380,8 +398,8 @@ class XiaozhiManager:
 
     @property
     def voice_ready(self) -> bool:
-        """Return True when the device can be spoken to now."""
-        return self.session is not None and not self.session.closed
+        """Return True when the device can be spoken to now (in a conversation)."""
+        return self.session is not None and self.session.audio_open
 
     @callback
     def async_signal_timer_finished(self, name: str, seconds: int) -> None:
@@ -430,16 +448,18 @@ class XiaozhiManager:
     async def async_end_conversation(self) -> None:
         """End the conversation as Home Assistant wants it ended.
 
-        The firmware has no message that makes it idle: over WebSocket the
-        conversation ends when the link closes, and the device dials again at
-        its next wake word. A planned end is an expected disconnect: entities
-        keep their state.
+        Over MQTT + UDP ``goodbye`` closes the audio channel and the link
+        stays. Over WebSocket the firmware has no message that makes it idle:
+        the conversation ends when the link closes, and the device dials again
+        at its next wake word. A planned end is an expected disconnect:
+        entities keep their state.
         """
         session = self.session
         if session is None or session.closed:
             return
-        self._ending = True
-        await session.close(CloseReason.CONVERSATION_ENDED, "conversation ended")
+        if not session.link.always_on:
+            self._ending = True
+        await session.end_conversation()
 
     # --- commands -------------------------------------------------------
 

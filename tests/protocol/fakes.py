@@ -108,14 +108,22 @@ class FakeLink:
         self.sent: list[dict[str, Any]] = []
         self.audio: list[tuple[bytes, int]] = []
         self.close_calls: list[str] = []
+        self.audio_opened = self.audio_closed = 0
         self.closed = asyncio.Event()
         self.send_error: BaseException | None = None
         self.on_send: Callable[[dict[str, Any]], None] | None = None
         self._frames: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
 
-    def hello_fields(self) -> dict[str, Any]:
+    always_on = False
+
+    def open_audio(self, hello: Any) -> dict[str, Any]:
         """Say the transport in the server hello, as the WebSocket does."""
+        self.audio_opened += 1
         return {"transport": "websocket"}
+
+    def close_audio(self) -> None:
+        """Count closed audio channels."""
+        self.audio_closed += 1
 
     async def send_audio(self, payload: bytes, timestamp: int) -> None:
         """Take one Opus packet (or fail as a broken socket would)."""

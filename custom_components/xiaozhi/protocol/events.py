@@ -21,6 +21,7 @@ class DeviceEventType(StrEnum):
     SPEAKING_STARTED = "speaking_started"
     SPEAKING_STOPPED = "speaking_stopped"
     ABORTED = "aborted"
+    CONVERSATION_ENDED = "conversation_ended"
     NOTIFICATION = "notification"
     MESSAGE = "message"
     TIMER_FINISHED = "timer_finished"
@@ -76,6 +77,7 @@ class DeviceEvent:
                 DeviceEventType.LISTENING_STOPPED
                 | DeviceEventType.ABORTED
                 | DeviceEventType.SPEAKING_STOPPED
+                | DeviceEventType.CONVERSATION_ENDED
             ):
                 return Activity.IDLE
             case DeviceEventType.SPEAKING_STARTED:
@@ -123,6 +125,9 @@ def event_from_frame(frame: Mapping[str, Any]) -> DeviceEvent:
         return DeviceEvent(
             type=DeviceEventType.ABORTED, data={"reason": _text(frame.get("reason"))}
         )
+    elif kind == "goodbye":
+        # MQTT + UDP: the device closed its audio channel (button, reboot...).
+        return DeviceEvent(type=DeviceEventType.CONVERSATION_ENDED)
     message = {key: value for key, value in frame.items() if key != "session_id"}
     if len(dumps(message)) > MAX_EVENT_FRAME:
         # Events end up in states and the recorder: pass on what it was only.

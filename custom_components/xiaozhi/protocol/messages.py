@@ -171,6 +171,11 @@ def server_hello(
     }
 
 
+def goodbye_frame(session_id: str) -> dict[str, Any]:
+    """Close the device's audio channel (MQTT + UDP); the exact id is required."""
+    return {"type": "goodbye", "session_id": session_id}
+
+
 def mcp_frame(session_id: str, payload: dict[str, Any]) -> dict[str, Any]:
     """Wrap a JSON-RPC payload for the device."""
     return {"session_id": session_id, "type": "mcp", "payload": payload}

@@ -1,12 +1,20 @@
-"""One conversation with a device, over any transport.
+"""A device's link to Home Assistant, over any transport.
 
-A transport (the WebSocket view, later the MQTT + UDP endpoint) owns the
+A transport (the WebSocket view, the MQTT + UDP endpoint) owns the
 connection. It hands the session a :class:`Link` to send through, feeds in
 what arrives (:meth:`DeviceSession.feed_text`, :meth:`DeviceSession.feed_audio`)
 and calls :meth:`DeviceSession.connection_lost` when the connection ends. The
 session answers the hello, runs the MCP handshake (``initialize``, paged
 ``tools/list``, device status), keeps the link alive and reports what it
 learns to a :class:`SessionHandler`.
+
+Two life cycles, chosen by :attr:`Link.always_on`:
+
+- WebSocket: the device dials for a conversation; its hello opens the link
+  and the handshake, and closing the link ends the conversation.
+- MQTT + UDP: the link is up from boot; the handshake runs at once (MCP works
+  without audio), each device hello opens an audio channel for a
+  conversation and ``goodbye`` (from either side) closes it.
 """
 
 import asyncio
@@ -31,6 +39,7 @@ from .messages import (
     DeviceHello,
     alert_frame,
     dumps,
+    goodbye_frame,
     llm_frame,
     mcp_frame,
     parse_frame,
@@ -71,11 +80,18 @@ class Link(Protocol):
     def remote(self) -> str | None:
         """Return the device's address, when known."""
 
-    def hello_fields(self) -> dict[str, Any]:
-        """Return what the server hello says about the transport.
+    @property
+    def always_on(self) -> bool:
+        """Return True when the link outlives conversations (MQTT)."""
+
+    def open_audio(self, hello: DeviceHello) -> dict[str, Any]:
+        """Open the audio of a conversation; return what the server hello adds.
 
         ``transport`` at least: the firmware reads it without a check.
         """
+
+    def close_audio(self) -> None:
+        """Close the audio of the conversation, if the transport has one apart."""
 
     async def send_text(self, text: str) -> None:
         """Send one JSON message; raise ConnectionError when the link is gone."""
@@ -142,6 +158,7 @@ class DeviceSession:
         self.status: dict[str, Any] | None = None
         self.ready = False
         self.closed = False
+        self._audio_open = False
         self.close_reason: CloseReason | None = None
         self.audio_frames = 0
         self.audio_bytes = 0
@@ -154,11 +171,22 @@ class DeviceSession:
     # --- life cycle -----------------------------------------------------
 
     def start(self) -> None:
-        """Start waiting for the device's hello."""
+        """Start waiting for the device's hello (on an always-on link: talk)."""
         if self._hello_timer is not None or self.hello is not None or self.closed:
+            return
+        if self.link.always_on:
+            if not self._tasks:
+                self._spawn(self._handshake())
             return
         loop = asyncio.get_running_loop()
         self._hello_timer = loop.call_later(self._hello_timeout, self._hello_expired)
+
+    @property
+    def audio_open(self) -> bool:
+        """Return True while the device can hear and be heard (a conversation)."""
+        if self.closed:
+            return False
+        return self._audio_open if self.link.always_on else self.hello is not None
 
     def _hello_expired(self) -> None:
         self._hello_timer = None
@@ -188,6 +216,7 @@ class DeviceSession:
         self.closed = True
         self.ready = False
         self._cancel_hello_timer()
+        self._close_audio()
         reason = self.close_reason or CloseReason.DEVICE_CLOSED
         self.close_reason = reason
         self.mcp.close(f"connection lost ({reason})")
@@ -233,17 +262,26 @@ class DeviceSession:
             self._malformed(err, text)
             return
         kind = frame["type"]
+        always_on = self.link.always_on
         if kind == "mcp":
             answer = self.mcp.handle_payload(frame.get("payload"))
             if answer is not None:
                 self._spawn(self._answer(answer))
-        elif self.hello is None:
-            if kind == "hello":
+        elif kind == "hello":
+            if always_on:
+                self._open_conversation(frame)
+            elif self.hello is None:
                 self._on_hello(frame)
             else:
-                self._malformed(ProtocolError(f"{kind!r} before hello"), text)
-        elif kind == "hello":
-            _LOGGER.debug("Ignoring a second hello")
+                _LOGGER.debug("Ignoring a second hello")
+        elif self.hello is None and not always_on:
+            self._malformed(ProtocolError(f"{kind!r} before hello"), text)
+        elif kind == "goodbye" and always_on:
+            if frame.get("session_id") != self.session_id or not self._audio_open:
+                _LOGGER.debug("Ignoring a goodbye for another conversation")
+                return
+            self._close_audio()
+            self._handler.session_event(self, event_from_frame(frame))
         else:
             self._handler.session_event(self, event_from_frame(frame))
 
@@ -274,6 +312,48 @@ class DeviceSession:
         self._cancel_hello_timer()
         self.hello = DeviceHello.from_frame(frame)
         self._spawn(self._handshake())
+
+    def _open_conversation(self, frame: dict[str, Any]) -> None:
+        """Answer a hello on an always-on link: a conversation with audio starts.
+
+        Each one gets its own session id (the device's ``goodbye`` names it)
+        and a fresh audio channel.
+        """
+        if self.close_reason is not None:
+            return
+        self.hello = DeviceHello.from_frame(frame)
+        self._close_audio()
+        self.session_id = secrets.token_hex(8)
+        fields = self.link.open_audio(self.hello)
+        self._audio_open = True
+        hello = server_hello(self.session_id, self.audio_params, fields)
+        self._spawn(self._send_quietly(hello, "hello"))
+
+    def _close_audio(self) -> None:
+        if self._audio_open:
+            self._audio_open = False
+            self.link.close_audio()
+
+    async def end_conversation(self) -> None:
+        """End the conversation as Home Assistant wants it ended.
+
+        On an always-on link, ``goodbye`` closes the device's audio channel
+        and the link stays. Over WebSocket the firmware has no such message:
+        the conversation ends when the link closes.
+        """
+        if not self.link.always_on:
+            await self.close(CloseReason.CONVERSATION_ENDED, "conversation ended")
+            return
+        if not self._audio_open:
+            return
+        self._close_audio()
+        await self.send_frame(goodbye_frame(self.session_id))
+
+    async def _send_quietly(self, frame: dict[str, Any], what: str) -> None:
+        try:
+            await self.send_frame(frame)
+        except ConnectionClosedError as err:
+            _LOGGER.debug("Could not send the %s: %s", what, err)
 
     def _on_notification(self, method: str, params: dict[str, Any]) -> None:
         self._handler.session_event(self, notification_event(method, params))
@@ -351,16 +431,14 @@ class DeviceSession:
     async def _handshake(self) -> None:
         hello = self.hello
         try:
-            await self.send_frame(
-                server_hello(
-                    self.session_id, self.audio_params, self.link.hello_fields()
+            if hello is not None and not self.link.always_on:
+                await self.send_frame(
+                    server_hello(
+                        self.session_id, self.audio_params, self.link.open_audio(hello)
+                    )
                 )
-            )
-            if hello is not None and hello.supports_mcp:
-                await self._initialize()
-                await self.list_tools()
-                if STATUS_TOOL in self.tools:
-                    await self._refresh_status_quietly()
+            if (hello is not None and hello.supports_mcp) or self.link.always_on:
+                await self._mcp_handshake()
         except ConnectionClosedError:
             return
         except XiaozhiError as err:
@@ -370,6 +448,20 @@ class DeviceSession:
         self.ready = True
         self._handler.session_ready(self)
         self.set_keepalive(self._keepalive_interval)
+
+    async def _mcp_handshake(self) -> None:
+        try:
+            await self._initialize()
+        except RequestTimeoutError:
+            if not self.link.always_on:
+                raise
+            # No hello says whether an always-on device has MCP: firmware
+            # from before it does not answer.
+            _LOGGER.info("Device did not answer initialize: it offers no tools")
+            return
+        await self.list_tools()
+        if STATUS_TOOL in self.tools:
+            await self._refresh_status_quietly()
 
     async def _initialize(self) -> None:
         result = await self.mcp.request(

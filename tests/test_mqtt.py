@@ -1,0 +1,273 @@
+"""Devices on MQTT + UDP: always reachable, over real TCP and UDP on loopback.
+
+Simulated devices take the OTA answer's ``mqtt`` block and connect with
+aiomqtt (paho-mqtt underneath) to the integration's own endpoint, exactly as
+the firmware connects to a broker.
+"""
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import replace
+import socket
+from typing import Any
+
+from aiohttp.test_utils import TestClient
+from homeassistant import config_entries
+from homeassistant.components.http.ban import KEY_FAILED_LOGIN_ATTEMPTS
+from homeassistant.const import ATTR_ENTITY_ID
+from homeassistant.core import HomeAssistant
+from homeassistant.core_config import async_process_ha_core_config
+from homeassistant.exceptions import HomeAssistantError
+from homeassistant.helpers import entity_registry as er, issue_registry as ir
+import pytest
+from pytest_homeassistant_custom_component.common import MockConfigEntry
+
+from custom_components.xiaozhi.const import DOMAIN
+from custom_components.xiaozhi.data import DATA_KEY
+from custom_components.xiaozhi.endpoints import (
+    EndpointSettings,
+    MqttLink,
+    Transport,
+    topics,
+)
+from custom_components.xiaozhi.protocol.mqtt import Connect, encode_connect
+from simulator import SimulatedDevice
+from tests.conftest import MAC, TOKEN, device_headers, system_info, wait_for_runtime
+
+LOCAL_URL = "http://127.0.0.1:8123"
+OTA_URL = LOCAL_URL + "/api/xiaozhi/v1/ota/"
+
+
+@pytest.fixture
+def endpoint_settings(socket_enabled: None) -> dict[str, Any]:
+    """Open the MQTT + UDP endpoint on free ports."""
+    return {"transport": "auto", "mqtt_port": 0, "udp_port": 0}
+
+
+@pytest.fixture
+async def internal_url(hass: HomeAssistant) -> str:
+    """Devices reach Home Assistant on loopback."""
+    await async_process_ha_core_config(hass, {"internal_url": LOCAL_URL})
+    return LOCAL_URL
+
+
+def _endpoints(hass: HomeAssistant) -> Any:
+    return hass.data[DATA_KEY].endpoints
+
+
+@pytest.fixture
+async def mqtt_device(
+    hass: HomeAssistant,
+    init_integration: MockConfigEntry,
+    simulators: Callable[..., SimulatedDevice],
+) -> SimulatedDevice:
+    """Return the paired device, provisioned by OTA and connected over MQTT."""
+    device = simulators(ota_url=OTA_URL, mqtt_reconnect_delay=0.05)
+    await device.provision()
+    assert device.uses_mqtt
+    await device.connect()
+    await wait_for_runtime(init_integration.runtime_data, lambda m: m.connected)
+    return device
+
+
+async def test_ota_answer_offers_mqtt_and_websocket(
+    hass: HomeAssistant, init_integration: MockConfigEntry, client: TestClient
+) -> None:
+    response = await client.post(
+        "/api/xiaozhi/v1/ota/", headers=device_headers(), json=system_info()
+    )
+    answer = await response.json()
+    port = _endpoints(hass).mqtt.port
+    up, down = topics(MAC)
+    assert answer["mqtt"] == {
+        "endpoint": f"127.0.0.1:{port}",
+        "client_id": device_headers()["Client-Id"],
+        "username": MAC,
+        "password": TOKEN,
+        "keepalive": 120,
+        "publish_topic": up,
+        "subscribe_topic": down,
+    }
+    assert answer["websocket"]["token"] == TOKEN
+    assert port not in (1883, 8883)
+
+
+async def test_idle_device_is_reachable(
+    hass: HomeAssistant,
+    init_integration: MockConfigEntry,
+    mqtt_device: SimulatedDevice,
+    entity_registry: er.EntityRegistry,
+) -> None:
+    """No wake word: a volume change and a screen message arrive over MQTT."""
+    manager = init_integration.runtime_data
+    assert isinstance(manager.session.link, MqttLink)
+    assert mqtt_device.server_hello is None  # no conversation was opened
+    volume = entity_registry.async_get_entity_id("number", DOMAIN, f"{MAC}-volume")
+    assert volume is not None
+    await hass.services.async_call(
+        "number", "set_value", {ATTR_ENTITY_ID: volume, "value": 30}, blocking=True
+    )
+    assert mqtt_device.state.volume == 30
+    notify = entity_registry.async_get_entity_id(
+        "notify", DOMAIN, f"{MAC}-screen_message"
+    )
+    await hass.services.async_call(
+        "notify",
+        "send_message",
+        {ATTR_ENTITY_ID: notify, "title": "Door", "message": "Someone rang"},
+        blocking=True,
+    )
+    await mqtt_device.wait_for(lambda: bool(mqtt_device.alerts))
+    assert mqtt_device.alerts[-1]["message"] == "Someone rang"
+    assert hass.states.get(volume).state == "30"
+
+
+async def _raw_login(
+    port: int, client_id: str, username: str, password: str
+) -> tuple[asyncio.StreamReader, asyncio.StreamWriter, bytes]:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(
+        encode_connect(
+            Connect(client_id=client_id, username=username, password=password.encode())
+        )
+    )
+    return reader, writer, await reader.readexactly(4)
+
+
+async def test_impostor_is_refused_and_the_device_keeps_working(
+    hass: HomeAssistant,
+    init_integration: MockConfigEntry,
+    mqtt_device: SimulatedDevice,
+    entity_registry: er.EntityRegistry,
+) -> None:
+    """Same client id and MAC, wrong token: CONNACK 0x04, a failed login."""
+    port = _endpoints(hass).mqtt.port
+    client_id = mqtt_device.config.client_id
+    _reader, writer, connack = await _raw_login(port, client_id, MAC, "wrong")
+    assert connack == bytes([0x20, 0x02, 0x00, 0x04])
+    writer.close()
+    # Right token, someone else's identity: refused as well.
+    _reader, writer, connack = await _raw_login(port, "other-client", MAC, TOKEN)
+    assert connack[3] == 0x04
+    writer.close()
+    await hass.async_block_till_done()
+    attempts = hass.http.app[KEY_FAILED_LOGIN_ATTEMPTS]
+    assert sum(attempts.values()) == 2
+
+    manager = init_integration.runtime_data
+    assert manager.connected
+    await manager.async_set_volume(40)
+    assert mqtt_device.state.volume == 40
+    assert mqtt_device.close_reasons == []
+
+
+async def test_messages_to_another_topic_reach_nobody(
+    hass: HomeAssistant,
+    init_integration: MockConfigEntry,
+    mqtt_device: SimulatedDevice,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Publishing to another device's topic does not make it say anything."""
+    manager = init_integration.runtime_data
+    events: list[Any] = []
+    manager.data.async_subscribe_events(events.append)
+    link = mqtt_device._mqtt
+    link.publish_topic = topics("aa:bb:cc:dd:ee:02")[0]
+    await mqtt_device.send_abort()
+    link.publish_topic = topics(MAC)[0]
+    await mqtt_device.send_listen("detect", text="hello")
+    await wait_for_runtime(manager, lambda _m: bool(events))
+    assert [event.type for event in events] == ["wake_word"]
+    assert "to topic 'xiaozhi/aabbccddee02/up'" in caplog.text
+
+
+async def test_refusals_by_state(
+    hass: HomeAssistant, init_integration: MockConfigEntry
+) -> None:
+    """A disabled device gets 0x05, one that is not loaded 0x03."""
+    port = _endpoints(hass).mqtt.port
+    client_id = init_integration.data["client_id"]
+    await hass.config_entries.async_unload(init_integration.entry_id)
+    _reader, writer, connack = await _raw_login(port, client_id, MAC, TOKEN)
+    assert connack[3] == 0x03
+    writer.close()
+    await hass.config_entries.async_set_disabled_by(
+        init_integration.entry_id, config_entries.ConfigEntryDisabler.USER
+    )
+    _reader, writer, connack = await _raw_login(port, client_id, MAC, TOKEN)
+    assert connack[3] == 0x05
+    writer.close()
+    await hass.async_block_till_done()
+    assert not hass.http.app[KEY_FAILED_LOGIN_ATTEMPTS]
+
+
+async def test_removing_the_device_closes_its_connection(
+    hass: HomeAssistant,
+    init_integration: MockConfigEntry,
+    mqtt_device: SimulatedDevice,
+) -> None:
+    mqtt_device.config = replace(mqtt_device.config, mqtt_reconnect_delay=3600)
+    await hass.config_entries.async_remove(init_integration.entry_id)
+    await mqtt_device.wait_disconnected()
+    assert _endpoints(hass).mqtt.connections == 0
+
+
+async def test_a_dropped_connection_fails_pending_calls(
+    hass: HomeAssistant,
+    init_integration: MockConfigEntry,
+    mqtt_device: SimulatedDevice,
+) -> None:
+    manager = init_integration.runtime_data
+    mqtt_device.faults.silent = True
+    call = asyncio.create_task(manager.async_set_volume(10))
+    await mqtt_device.wait_for(lambda: bool(mqtt_device.mcp_requests))
+    _endpoints(hass).mqtt.close_client(mqtt_device.config.client_id)
+    with pytest.raises(HomeAssistantError):
+        await asyncio.wait_for(call, 2)
+
+
+async def test_port_in_use_raises_a_repair_issue(
+    hass: HomeAssistant,
+    hass_storage: dict[str, Any],
+    internal_url: str,
+    socket_enabled: None,
+    issue_registry: ir.IssueRegistry,
+    client: TestClient,
+) -> None:
+    """The endpoint cannot open: a repair issue says which port; WebSocket only."""
+    endpoints = _endpoints(hass)
+    await endpoints.async_stop()
+    with socket.socket() as taken:
+        taken.bind(("0.0.0.0", 0))  # noqa: S104 - where the endpoint binds
+        taken.listen()
+        busy = taken.getsockname()[1]
+        hass_storage["xiaozhi.endpoints"]["data"]["mqtt_port"] = busy
+        await endpoints.async_start()
+    issue = issue_registry.async_get_issue(DOMAIN, "port_unavailable_mqtt_port")
+    assert issue is not None
+    assert issue.translation_placeholders["port"] == str(busy)
+    assert not endpoints.active
+    # Fixed (settings stored by then): the issue goes away.
+    endpoints.settings = EndpointSettings(transport=Transport.WEBSOCKET)
+    await endpoints.async_apply(EndpointSettings(mqtt_port=0, udp_port=0))
+    assert endpoints.active
+    assert issue_registry.async_get_issue(DOMAIN, "port_unavailable_mqtt_port") is None
+
+
+async def test_new_settings_restart_connected_devices(
+    hass: HomeAssistant,
+    init_integration: MockConfigEntry,
+    mqtt_device: SimulatedDevice,
+) -> None:
+    """Devices learn where to connect at start-up: they are restarted."""
+    endpoints = _endpoints(hass)
+    old_port = endpoints.mqtt.port
+    await endpoints.async_apply(EndpointSettings(transport=Transport.WEBSOCKET))
+    assert mqtt_device.reboot_count == 1
+    assert not endpoints.active
+    # Back on WebSocket after its restart (the OTA answer has no mqtt block).
+    await mqtt_device.wait_for(
+        lambda: mqtt_device.connected and not mqtt_device.uses_mqtt
+    )
+    assert mqtt_device.mqtt_config is None
+    assert old_port is not None
