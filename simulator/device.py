@@ -17,6 +17,7 @@ sleeping.
 import asyncio
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
+import io
 import json
 import logging
 import random
@@ -36,6 +37,7 @@ from .ota import (
     OtaResult,
     activate_url,
     activation_payload,
+    is_newer_version,
     ota_headers,
     parse_ota_response,
     system_info,
@@ -57,6 +59,7 @@ from .voice import (
     WAKE_WORD_PREROLL,
     MicEncoder,
     Speaker,
+    read_audio,
     silence,
 )
 
@@ -236,6 +239,8 @@ class SimulatedDevice:
         self._udp_params: UdpParams | None = None
         self.udp_record = UdpRecord()
         self.goodbyes_received = 0
+        self.notify_sounds: list[dict[str, Any]] = []
+        self._notifying = False
         self._reader: asyncio.Task[None] | None = None
         self._hello: asyncio.Future[None] | None = None
         self._closing_reason: str | None = None
@@ -981,6 +986,8 @@ class SimulatedDevice:
             self._on_server_hello(frame)
         elif kind == "goodbye" and self.uses_mqtt:
             await self._on_goodbye(frame)
+        elif kind == "notify" and is_newer_version("2.4.2", self.config.firmware):
+            self._on_notify(frame)
         elif kind == "mcp":
             payload = frame.get("payload")
             if isinstance(payload, dict):
@@ -1011,6 +1018,49 @@ class SimulatedDevice:
         else:
             _LOGGER.warning("%s: unknown message type: %s", self.name, kind)
         self._notify()
+
+    def _on_notify(self, frame: dict[str, Any]) -> None:
+        """Fetch and play a sound while idle (firmware after 2.4.2).
+
+        Ignored unless idle, with an http(s) ``audio_url``; ``subtitles``,
+        when present, must be a list.
+        """
+        url = frame.get("audio_url")
+        subtitles = frame.get("subtitles", [])
+        if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+            _LOGGER.warning("%s: notify without a usable audio_url", self.name)
+            return
+        if not isinstance(subtitles, list):
+            _LOGGER.warning("%s: notify subtitles are not a list", self.name)
+            return
+        if self.state.activity != "idle" or self._notifying:
+            _LOGGER.info("%s: busy, notify ignored", self.name)
+            return
+        self._notifying = True
+        self._spawn(self._play_notify(url, subtitles), "notify")
+
+    async def _play_notify(self, url: str, subtitles: list[Any]) -> None:
+        try:
+            status, body = await self.http_request(
+                "GET",
+                url,
+                headers={"Accept": "audio/ogg, application/ogg"},
+                failure="notify fetch failed",
+            )
+            texts = [
+                item["text"]
+                for item in subtitles
+                if isinstance(item, dict) and isinstance(item.get("text"), str)
+            ]
+            pcm = read_audio(io.BytesIO(body), 24000) if 200 <= status < 300 else b""
+            self.notify_sounds.append(
+                {"url": url, "status": status, "subtitles": texts, "pcm": pcm}
+            )
+        except (ToolError, ValueError, OSError) as err:
+            _LOGGER.warning("%s: notify playback failed: %s", self.name, err)
+        finally:
+            self._notifying = False
+            self._notify()
 
     async def _on_goodbye(self, frame: dict[str, Any]) -> None:
         """Close the audio channel when the goodbye names this conversation."""

@@ -34,10 +34,8 @@ PLATFORMS = [
 
 async def async_setup(hass: HomeAssistant, config: ConfigType) -> bool:
     """Open the device endpoints and register the actions."""
-    snapshots = async_setup_http(hass)
-    endpoints = DeviceEndpoints(
-        hass, lambda base, mac: DeviceUploads(base, snapshots, mac)
-    )
+    views = async_setup_http(hass)
+    endpoints = DeviceEndpoints(hass, lambda base, mac: DeviceUploads(base, views, mac))
     data = hass.data[DATA_KEY] = XiaozhiData(
         pairing=PairingManager(hass), endpoints=endpoints
     )

@@ -14,6 +14,7 @@ import contextlib
 from pathlib import Path
 from typing import Final, override
 
+import aiohttp
 from homeassistant.components import assist_satellite, tts
 from homeassistant.components.assist_pipeline import PipelineEvent, PipelineNotFound
 from homeassistant.components.assist_pipeline.models import PipelineStage
@@ -44,7 +45,7 @@ from .entity import XiaozhiEntity
 from .helpers import async_device_text
 from .manager import XiaozhiConfigEntry, XiaozhiManager
 from .protocol import DeviceEvent, DeviceEventType, ProtocolError, XiaozhiError
-from .protocol.codec import decode_file
+from .protocol.codec import SAMPLE_WIDTH, decode_file, encode_ogg_opus
 from .protocol.voice import TTS_START_SETTLE, EarlyAudio
 from .voice import VoiceTurn, play_audio, stream_pcm
 
@@ -54,6 +55,9 @@ PREANNOUNCE_FILE: Final = Path(assist_satellite.__file__).parent / "preannounce.
 MAX_MEDIA_BYTES: Final = 10 * 1024 * 1024
 MEDIA_TIMEOUT: Final = 30.0
 ABORT_WAKE_WORD: Final = "wake_word_detected"
+ANNOUNCER: Final = "Home Assistant"  # the alert's title line
+NOTIFY_RATE: Final = 24000
+NOTIFY_FETCH_TIMEOUT: Final = 10.0  # the firmware fetches at once when idle
 
 
 async def async_setup_entry(
@@ -301,7 +305,14 @@ class XiaozhiAssistSatellite(XiaozhiEntity, AssistSatelliteEntity):
 
     @override
     async def async_announce(self, announcement: AssistSatelliteAnnouncement) -> None:
-        """Play an announcement; blocks until it has played."""
+        """Play an announcement; blocks until it has played.
+
+        In a conversation it plays on the open audio. An idle device on MQTT
+        fetches it as a sound (newer firmware) or shows its text.
+        """
+        if not self.manager.voice_ready and self.manager.idle_reachable:
+            await self._async_announce_idle(announcement)
+            return
         await self._async_play_announcement(announcement)
         if self.manager.listen_mode != "manual":
             # After tts stop the device would start listening.
@@ -312,7 +323,83 @@ class XiaozhiAssistSatellite(XiaozhiEntity, AssistSatelliteEntity):
         self, start_announcement: AssistSatelliteAnnouncement
     ) -> None:
         """Play the announcement; the device then listens and the turn continues it."""
+        if not self.manager.voice_ready and self.manager.idle_reachable:
+            # The firmware opens its microphone only for its own conversations.
+            raise HomeAssistantError(
+                translation_domain=DOMAIN,
+                translation_key="conversation_needs_wake",
+                translation_placeholders={"name": self.manager.name},
+            )
         await self._async_play_announcement(start_announcement)
+
+    async def _async_announce_idle(
+        self, announcement: AssistSatelliteAnnouncement
+    ) -> None:
+        manager = self.manager
+        text = announcement.message
+        try:
+            if manager.plays_notify:
+                if await self._async_notify_sound(announcement):
+                    return
+                LOGGER.info(
+                    "%s did not fetch the announcement (busy?); showing its text",
+                    manager.name,
+                )
+            else:
+                LOGGER.info(
+                    "%s plays sounds only in a conversation (firmware %s); "
+                    "showing the announcement's text with its alert sound",
+                    manager.name,
+                    manager.data.firmware,
+                )
+            if not text:
+                raise HomeAssistantError(
+                    translation_domain=DOMAIN,
+                    translation_key="announce_needs_text",
+                    translation_placeholders={"name": manager.name},
+                )
+            await manager.async_voice_alert(ANNOUNCER, text, "neutral")
+        except (XiaozhiError, aiohttp.ClientError, OSError, TimeoutError) as err:
+            raise HomeAssistantError(
+                translation_domain=DOMAIN,
+                translation_key="announce_failed",
+                translation_placeholders={"name": manager.name, "error": str(err)},
+            ) from err
+
+    async def _async_notify_sound(
+        self, announcement: AssistSatelliteAnnouncement
+    ) -> bool:
+        """Serve the announcement as a sound; True once the device fetched it.
+
+        The device plays its own chime first, so the pre-announcement is left
+        out; it returns to idle by itself once the sound has played.
+        """
+        pcm = b"".join(
+            [
+                chunk
+                async for chunk in self._announcement_pcm(
+                    announcement, NOTIFY_RATE, preannounce=False
+                )
+            ]
+        )
+        if not pcm:
+            return False
+        audio = await self.hass.async_add_executor_job(
+            encode_ogg_opus, pcm, NOTIFY_RATE
+        )
+        fetched, revoke = await self.manager.async_notify_sound(
+            audio, announcement.message
+        )
+        try:
+            async with asyncio.timeout(NOTIFY_FETCH_TIMEOUT):
+                await fetched.wait()
+        except TimeoutError:
+            return False
+        finally:
+            revoke()
+        # Played in real time; the announcement is over when it has played.
+        await asyncio.sleep(len(pcm) / SAMPLE_WIDTH / NOTIFY_RATE)
+        return True
 
     async def _async_play_announcement(
         self, announcement: AssistSatelliteAnnouncement
@@ -369,9 +456,13 @@ class XiaozhiAssistSatellite(XiaozhiEntity, AssistSatelliteEntity):
                 await manager.async_voice_tts("stop")
 
     async def _announcement_pcm(
-        self, announcement: AssistSatelliteAnnouncement, rate: int
+        self,
+        announcement: AssistSatelliteAnnouncement,
+        rate: int,
+        *,
+        preannounce: bool = True,
     ) -> AsyncIterator[bytes]:
-        if announcement.preannounce_media_id:
+        if preannounce and announcement.preannounce_media_id:
             for pcm in await self._decode(announcement.preannounce_media_id, rate):
                 yield pcm
         if announcement.media_id_source == "tts" and announcement.tts_token:
@@ -419,7 +510,7 @@ class XiaozhiAssistSatellite(XiaozhiEntity, AssistSatelliteEntity):
                 + (timer.start_seconds or 0)
             )
             self.manager.async_signal_timer_finished(name, duration)
-            if self.manager.voice_ready:
+            if self.manager.voice_ready or self.manager.idle_reachable:
                 with contextlib.suppress(HomeAssistantError):
                     await self.async_internal_announce(
                         message=await async_device_text(
@@ -427,7 +518,7 @@ class XiaozhiAssistSatellite(XiaozhiEntity, AssistSatelliteEntity):
                         )
                     )
             return
-        if not self.manager.voice_ready:
+        if not (self.manager.voice_ready or self.manager.idle_reachable):
             return
         minutes, seconds = divmod(timer.seconds_left, 60)
         key = (

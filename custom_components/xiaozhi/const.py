@@ -13,6 +13,7 @@ URL_OTA: Final = f"{URL_BASE}/ota/"
 URL_ACTIVATE: Final = f"{URL_BASE}/ota/activate"
 URL_VISION: Final = f"{URL_BASE}/vision"
 URL_SNAPSHOT: Final = f"{URL_BASE}/snapshot"
+URL_CLIP: Final = f"{URL_BASE}/clip"
 
 # Config entry data.
 CONF_MAC: Final = "mac"

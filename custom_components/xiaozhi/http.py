@@ -5,6 +5,8 @@ device's config entry for every request. They own what touches HTTP: the
 WebSocket and its read loop, and the upload URLs handed to devices.
 """
 
+import asyncio
+from dataclasses import dataclass
 from http import HTTPStatus
 import secrets
 from typing import Any, Final
@@ -27,6 +29,7 @@ from .const import (
     MAX_PHOTO_BYTES,
     MAX_WS_MESSAGE,
     URL_ACTIVATE,
+    URL_CLIP,
     URL_OTA,
     URL_SNAPSHOT,
     URL_VISION,
@@ -49,19 +52,28 @@ JPEG_MAGIC: Final = b"\xff\xd8\xff"
 VISION_ANSWER: Final = "Photo received by Home Assistant."
 
 
+@dataclass(frozen=True, slots=True)
+class UrlViews:
+    """The views that serve one-time URLs handed to devices."""
+
+    snapshots: SnapshotView
+    clips: ClipView
+
+
 @callback
-def async_setup_http(hass: HomeAssistant) -> SnapshotView:
+def async_setup_http(hass: HomeAssistant) -> UrlViews:
     """Register the device endpoints (once per instance: routes stay).
 
-    Returns the view minting screen picture URLs, which every transport uses.
+    Returns the views minting one-time URLs, which every transport uses.
     """
-    snapshots = SnapshotView()
+    views = UrlViews(SnapshotView(), ClipView())
     hass.http.register_view(OtaView())
     hass.http.register_view(ActivateView())
-    hass.http.register_view(DeviceWebSocketView(snapshots))
+    hass.http.register_view(DeviceWebSocketView(views))
     hass.http.register_view(VisionView())
-    hass.http.register_view(snapshots)
-    return snapshots
+    hass.http.register_view(views.snapshots)
+    hass.http.register_view(views.clips)
+    return views
 
 
 def base_url(hass: HomeAssistant, request: web.Request) -> str:
@@ -335,16 +347,23 @@ class WebSocketLink:
 class DeviceUploads:
     """Upload URLs for one device, on the address it reached us with."""
 
-    def __init__(self, base: str, snapshots: SnapshotView, mac: str) -> None:
+    def __init__(self, base: str, views: UrlViews, mac: str) -> None:
         """Remember where uploads go."""
         self.vision_url = base + URL_VISION
         self._base = base
-        self._snapshots = snapshots
+        self._views = views
         self._mac = mac
 
     def mint_snapshot_url(self) -> tuple[str, CALLBACK_TYPE]:
         """Return a one-time screen picture URL and the callback revoking it."""
-        return self._snapshots.mint(self._base, self._mac)
+        return self._views.snapshots.mint(self._base, self._mac)
+
+    def mint_clip_url(self, audio: bytes) -> tuple[str, asyncio.Event, CALLBACK_TYPE]:
+        """Return a one-time URL serving ``audio`` (Ogg Opus) to the device.
+
+        The event is set once the device has fetched it.
+        """
+        return self._views.clips.mint(self._base, audio)
 
 
 class DeviceWebSocketView(HomeAssistantView):
@@ -354,9 +373,9 @@ class DeviceWebSocketView(HomeAssistantView):
     name = "api:xiaozhi:websocket"
     requires_auth = False
 
-    def __init__(self, snapshots: SnapshotView) -> None:
-        """Mint screen picture URLs with ``snapshots``."""
-        self._snapshots = snapshots
+    def __init__(self, views: UrlViews) -> None:
+        """Mint one-time URLs with ``views``."""
+        self._views = views
 
     async def get(self, request: web.Request) -> web.StreamResponse:
         """Authenticate the device, then serve its conversation."""
@@ -385,7 +404,7 @@ class DeviceWebSocketView(HomeAssistantView):
         LOGGER.debug("%s opened a WebSocket from %s", manager.name, request.remote)
         version = parse_protocol_version(request.headers.get("Protocol-Version"))
         link = WebSocketLink(ws, request.remote, version)
-        uploads = DeviceUploads(base_url(hass, request), self._snapshots, manager.mac)
+        uploads = DeviceUploads(base_url(hass, request), self._views, manager.mac)
         session = manager.async_open_session(
             link,
             uploads,
@@ -480,6 +499,40 @@ class SnapshotView(HomeAssistantView):
         _question, picture = upload
         manager.async_store_picture("screen", picture, "image/jpeg")
         return web.Response(text="ok")
+
+
+class ClipView(HomeAssistantView):
+    """Sounds for the device to fetch (``notify``), at one-time URLs."""
+
+    url = URL_CLIP + "/{token}"
+    name = "api:xiaozhi:clip"
+    requires_auth = False
+
+    def __init__(self) -> None:
+        """Start with nothing to serve."""
+        self._clips: dict[str, tuple[bytes, asyncio.Event]] = {}
+
+    def mint(self, base: str, audio: bytes) -> tuple[str, asyncio.Event, CALLBACK_TYPE]:
+        """Return a one-time URL of ``audio``, its fetched event and its revoker."""
+        token = secrets.token_urlsafe(24)
+        fetched = asyncio.Event()
+        self._clips[token] = (audio, fetched)
+
+        @callback
+        def revoke() -> None:
+            self._clips.pop(token, None)
+
+        return f"{base}{URL_CLIP}/{token}.ogg", fetched, revoke
+
+    async def get(self, request: web.Request, token: str) -> web.Response:
+        """Hand the sound to the device, once."""
+        clip = self._clips.pop(token.removesuffix(".ogg"), None)
+        if clip is None:
+            await process_wrong_login(request)
+            return _error(HTTPStatus.NOT_FOUND, "Unknown or used sound URL")
+        audio, fetched = clip
+        fetched.set()
+        return web.Response(body=audio, content_type="audio/ogg")
 
 
 async def _receive_picture(

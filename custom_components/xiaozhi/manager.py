@@ -6,6 +6,7 @@ flows into the entry data (``entry_data.py``), which entities read. Commands
 from entities and actions come back through :meth:`XiaozhiManager.async_call_tool`.
 """
 
+import asyncio
 from collections.abc import Mapping
 import logging
 from typing import Any, Final, Protocol
@@ -47,7 +48,13 @@ from .protocol import (
     XiaozhiError,
     validate_arguments,
 )
-from .protocol.firmware import PHOTO_TOOL, REBOOT_TOOL, SNAPSHOT_TOOL, STATUS_TOOL
+from .protocol.firmware import (
+    PHOTO_TOOL,
+    REBOOT_TOOL,
+    SNAPSHOT_TOOL,
+    STATUS_TOOL,
+    plays_notify,
+)
 from .protocol.status import BRIGHTNESS, THEME, VOLUME
 
 type XiaozhiConfigEntry = ConfigEntry[XiaozhiManager]
@@ -65,6 +72,9 @@ class UploadUrls(Protocol):
 
     def mint_snapshot_url(self) -> tuple[str, CALLBACK_TYPE]:
         """Return a one-time screen picture URL and the callback revoking it."""
+
+    def mint_clip_url(self, audio: bytes) -> tuple[str, asyncio.Event, CALLBACK_TYPE]:
+        """Return a one-time URL of a sound, its fetched event and its revoker."""
 
 
 class VoiceHandler(Protocol):
@@ -410,6 +420,37 @@ class XiaozhiManager:
                 data={"name": name, "seconds": seconds},
             )
         )
+
+    @property
+    def idle_reachable(self) -> bool:
+        """Return True when the device is idle but reachable (MQTT)."""
+        session = self.session
+        return (
+            session is not None
+            and session.ready
+            and session.link.always_on
+            and not session.audio_open
+        )
+
+    @property
+    def plays_notify(self) -> bool:
+        """Return True when the firmware fetches and plays sounds while idle."""
+        return plays_notify(self.data.firmware)
+
+    async def async_notify_sound(
+        self, audio: bytes, text: str
+    ) -> tuple[asyncio.Event, CALLBACK_TYPE]:
+        """Send an idle device a sound to fetch; return its fetched event, revoker."""
+        session = self._ready_session()
+        if self._uploads is None:  # pragma: no cover - set with the session
+            raise RuntimeError("no upload URLs for a ready session")
+        url, fetched, revoke = self._uploads.mint_clip_url(audio)
+        try:
+            await session.send_notify(url, text)
+        except XiaozhiError:
+            revoke()
+            raise
+        return fetched, revoke
 
     @property
     def voice_format(self) -> tuple[int, int]:

@@ -4,18 +4,22 @@ The device stays connected over MQTT before, during and after the
 conversation; each conversation opens an audio channel with its own key.
 """
 
+import asyncio
 from collections.abc import Callable
 from typing import Any
 
 from homeassistant.core import HomeAssistant
 from homeassistant.core_config import async_process_ha_core_config
+from homeassistant.exceptions import HomeAssistantError
+from homeassistant.helpers import entity_registry as er, intent
 import pytest
 from pytest_homeassistant_custom_component.common import MockConfigEntry
 
+from custom_components.xiaozhi.const import DOMAIN
 from custom_components.xiaozhi.endpoints import MqttLink
 from simulator import SimulatedDevice
 from simulator.voice import dominant_frequency, silence, tone
-from tests.conftest import wait_for_runtime
+from tests.conftest import MAC, wait_for_runtime
 from tests.voice.conftest import Voice
 from tests.voice.test_turn import FRAME, loud_seconds
 
@@ -124,3 +128,120 @@ async def test_device_goodbye_ends_the_turn(
     assert any(
         state.attributes.get("event_type") == "conversation_ended" for state in events
     )
+
+
+def _satellite(hass: HomeAssistant) -> str:
+    entity_id = er.async_get(hass).async_get_entity_id(
+        "assist_satellite", DOMAIN, f"{MAC}-assist_satellite"
+    )
+    assert entity_id is not None
+    return entity_id
+
+
+@pytest.fixture
+async def new_firmware(
+    init_integration: MockConfigEntry,
+    simulators: Callable[..., SimulatedDevice],
+) -> SimulatedDevice:
+    """Return a device on firmware that plays ``notify`` sounds, on MQTT."""
+    device = simulators(ota_url=OTA_URL, firmware="2.5.0")
+    await device.provision()
+    await device.connect()
+    manager = init_integration.runtime_data
+    await wait_for_runtime(manager, lambda m: m.connected)
+    assert manager.plays_notify
+    return device
+
+
+async def test_idle_announcement_is_fetched_and_played(
+    hass: HomeAssistant,
+    voice: Voice,
+    init_integration: MockConfigEntry,
+    new_firmware: SimulatedDevice,
+) -> None:
+    """No wake word: the device fetches the message as Ogg Opus and plays it."""
+    voice.tts.seconds = 0.8
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    await hass.services.async_call(
+        "assist_satellite",
+        "announce",
+        {"entity_id": _satellite(hass), "message": "Dinner is ready"},
+        blocking=True,
+    )
+    took = loop.time() - started
+    (sound,) = new_firmware.notify_sounds
+    assert sound["status"] == 200
+    assert sound["subtitles"] == ["Dinner is ready"]
+    pcm = sound["pcm"]
+    # The message alone (the device plays its own chime), whole, in tune.
+    assert abs(len(pcm) / 2 / 24000 - 0.8) <= FRAME
+    assert abs(dominant_frequency(pcm, 24000) - 880) <= 5
+    assert took >= 0.8  # returns once it has played
+    assert new_firmware.server_hello is None  # no conversation was opened
+    # The URL served once: asking again is refused.
+    status, _body = await new_firmware.http_request("GET", sound["url"])
+    assert status == 404
+
+
+async def test_idle_announcement_on_older_firmware_shows_the_text(
+    hass: HomeAssistant,
+    voice: Voice,
+    init_integration: MockConfigEntry,
+    mqtt_talker: SimulatedDevice,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    await hass.services.async_call(
+        "assist_satellite",
+        "announce",
+        {"entity_id": _satellite(hass), "message": "Dinner is ready"},
+        blocking=True,
+    )
+    await mqtt_talker.wait_for(lambda: bool(mqtt_talker.alerts))
+    assert mqtt_talker.alerts == [
+        {"status": "Home Assistant", "message": "Dinner is ready", "emotion": "neutral"}
+    ]
+    assert "plays sounds only in a conversation" in caplog.text
+    with pytest.raises(HomeAssistantError, match="no text to show"):
+        await hass.services.async_call(
+            "assist_satellite",
+            "announce",
+            {"entity_id": _satellite(hass), "media_id": "http://example.com/x.mp3"},
+            blocking=True,
+        )
+
+
+async def test_idle_device_cannot_be_asked(
+    hass: HomeAssistant,
+    voice: Voice,
+    init_integration: MockConfigEntry,
+    mqtt_talker: SimulatedDevice,
+) -> None:
+    await voice.use_agent()
+    with pytest.raises(HomeAssistantError, match="only after its wake word"):
+        await hass.services.async_call(
+            "assist_satellite",
+            "start_conversation",
+            {"entity_id": _satellite(hass), "start_message": "Lights off?"},
+            blocking=True,
+        )
+
+
+async def test_timer_reaches_an_idle_device(
+    hass: HomeAssistant,
+    voice: Voice,
+    init_integration: MockConfigEntry,
+    mqtt_talker: SimulatedDevice,
+) -> None:
+    """Set from elsewhere, the timer shows on the idle device and is announced."""
+    device_id = init_integration.runtime_data.data.device_id
+    await intent.async_handle(
+        hass,
+        "test",
+        intent.INTENT_START_TIMER,
+        {"seconds": {"value": 1}, "name": {"value": "tea"}},
+        device_id=device_id,
+    )
+    await mqtt_talker.wait_for(lambda: len(mqtt_talker.alerts) >= 2, timeout=10)
+    assert mqtt_talker.alerts[0]["message"] == "tea 0:01"
+    assert mqtt_talker.alerts[1]["message"] == "tea timer finished"

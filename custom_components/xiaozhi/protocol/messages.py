@@ -171,6 +171,14 @@ def server_hello(
     }
 
 
+def notify_frame(audio_url: str, text: str) -> dict[str, Any]:
+    """Have an idle device fetch and play a sound, showing ``text`` meanwhile."""
+    frame: dict[str, Any] = {"type": "notify", "audio_url": audio_url}
+    if text:
+        frame["subtitles"] = [{"start_ms": 0, "text": text}]
+    return frame
+
+
 def goodbye_frame(session_id: str) -> dict[str, Any]:
     """Close the device's audio channel (MQTT + UDP); the exact id is required."""
     return {"type": "goodbye", "session_id": session_id}

@@ -42,6 +42,7 @@ from .messages import (
     goodbye_frame,
     llm_frame,
     mcp_frame,
+    notify_frame,
     parse_frame,
     recover_error_reply,
     server_hello,
@@ -403,6 +404,10 @@ class DeviceSession:
         except XiaozhiError as err:
             err.subject = "alert"
             raise
+
+    async def send_notify(self, audio_url: str, text: str) -> None:
+        """Have an idle device fetch and play a sound (newer firmware)."""
+        await self.send_frame(notify_frame(audio_url, text))
 
     async def send_tts(self, state: str, text: str | None = None) -> None:
         """Tell the device about speech: ``start``, ``stop``, ``sentence_start``."""
