@@ -91,7 +91,8 @@ async def test_ota_gives_the_token_only_to_the_identity_that_paired(
     failed = hass.http.app[KEY_FAILED_LOGIN_ATTEMPTS]
     status, answer = await ota(client, client_id=client_id)
     assert status == HTTPStatus.OK
-    assert "websocket" not in answer
+    # Its own pending link (a code to show), not the paired device's token.
+    assert answer["websocket"]["token"] != TOKEN
     assert TOKEN not in str(answer)
     assert len(answer["activation"]["code"]) == 6
     assert failed[LOOPBACK] == 0
@@ -250,7 +251,8 @@ async def test_factory_reset_device_pairs_again_with_its_code(
     # The old identity is out: no token at the OTA address, no socket.
     await simulator.wait_disconnected()
     _status, answer = await ota(client)
-    assert "websocket" not in answer
+    assert "activation" in answer
+    assert answer["websocket"]["token"] != new_token
     with pytest.raises(WSServerHandshakeError):
         await client.ws_connect(
             URL_WEBSOCKET, headers=ws_headers(TOKEN, client_id_for(MAC))
@@ -303,7 +305,8 @@ async def test_device_paired_before_is_bound_on_first_connection(
     assert issue_registry.async_get_issue(DOMAIN, issue_id) is None
     # From now on only that identity gets the token or a socket.
     _status, answer = await ota(client, client_id=NEW_IDENTITY)
-    assert "websocket" not in answer
+    assert "activation" in answer
+    assert answer["websocket"]["token"] != TOKEN
     with pytest.raises(WSServerHandshakeError):
         await client.ws_connect(URL_WEBSOCKET, headers=ws_headers(TOKEN, NEW_IDENTITY))
 

@@ -228,7 +228,9 @@ class XiaozhiConfigFlow(ConfigFlow, domain=DOMAIN):
         data = {
             CONF_MAC: paired.mac,
             CONF_CLIENT_ID: paired.client_id,
-            CONF_TOKEN: new_token(),
+            # The token handed out with the code, which a client that connects
+            # before it is paired (xiaozhi-sdk) goes on using.
+            CONF_TOKEN: paired.token,
             CONF_BOARD: paired.board,
             CONF_FIRMWARE: paired.firmware,
         }

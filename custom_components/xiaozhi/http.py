@@ -36,6 +36,7 @@ from .const import (
     URL_WEBSOCKET,
 )
 from .data import DATA_KEY
+from .helpers import async_device_text
 from .identity import (
     Credentials,
     Refusal,
@@ -44,9 +45,17 @@ from .identity import (
     client_matches,
 )
 from .manager import XiaozhiConfigEntry, XiaozhiManager
-from .pairing import normalize_client_id, normalize_mac, same_secret
+from .pairing import PendingDevice, normalize_client_id, normalize_mac, same_secret
 from .protocol import ProtocolError, pack_audio, parse_protocol_version, unpack_audio
-from .protocol.messages import DeviceHello
+from .protocol.messages import (
+    DEFAULT_AUDIO_PARAMS,
+    DeviceHello,
+    alert_frame,
+    dumps,
+    parse_frame,
+    server_hello,
+    tts_frame,
+)
 
 JPEG_MAGIC: Final = b"\xff\xd8\xff"
 VISION_ANSWER: Final = "Photo received by Home Assistant."
@@ -243,6 +252,14 @@ class OtaView(HomeAssistantView):
             "challenge": pending.challenge,
             "timeout_ms": int(pending.remaining() * 1000),
         }
+        # Clients that connect before they are paired (xiaozhi-sdk) need a
+        # link now; it is restricted to showing the code until the user
+        # enters it, and then its token is the device's.
+        answer["websocket"] = {
+            "url": websocket_url(hass, request),
+            "token": pending.token,
+            "version": 1,
+        }
         return self.json(answer)
 
 
@@ -268,6 +285,9 @@ class ActivateView(HomeAssistantView):
             and entry.source != SOURCE_IGNORE
             and client_matches(entry, client_id)
         ):
+            if entry.state is not ConfigEntryState.LOADED:
+                # A client that connects at once must find the device ready.
+                return self.json({"status": "pending"}, HTTPStatus.ACCEPTED)
             return self.json({"status": "activated"})
         return _error(HTTPStatus.NOT_FOUND, "No pairing in progress for this device")
 
@@ -381,14 +401,16 @@ class DeviceWebSocketView(HomeAssistantView):
         """Authenticate the device, then serve its conversation."""
         hass = request.app[KEY_HASS]
         client_id = _client_id(request)
+        token, mac = bearer_token(request), _device_mac(request)
         entry = authenticate(
-            hass,
-            Credentials(
-                token=bearer_token(request),
-                mac=_device_mac(request),
-                client_id=client_id,
-            ),
+            hass, Credentials(token=token, mac=mac, client_id=client_id)
         )
+        if entry is Refusal.BAD_TOKEN and (
+            pending := hass.data[DATA_KEY].pairing.pending_with_token(
+                token, mac, client_id
+            )
+        ):
+            return await _serve_unpaired(request, pending)
         if isinstance(entry, Refusal):
             return await _refuse(request, entry)
         async_bind(hass, entry, client_id)
@@ -429,6 +451,59 @@ class DeviceWebSocketView(HomeAssistantView):
         finally:
             await session.connection_lost()
         return ws
+
+
+async def _serve_unpaired(
+    request: web.Request, pending: PendingDevice
+) -> web.WebSocketResponse:
+    """Serve a client that connected before it is paired: its code, nothing else.
+
+    The link ends when the code is entered (the client connects again with
+    the same token, now the device's) or when the code expires.
+    """
+    hass = request.app[KEY_HASS]
+    ws = web.WebSocketResponse(
+        heartbeat=None, compress=False, max_msg_size=MAX_OTA_BODY, timeout=2.0
+    )
+    await ws.prepare(request)
+    LOGGER.info("%s connected before it is paired; showing its code", pending.name)
+    session_id = secrets.token_hex(8)
+    text = await async_device_text(hass, "pairing_code", {"code": pending.code})
+
+    async def show_code() -> None:
+        for frame in (
+            alert_frame(session_id, "Home Assistant", text, "neutral"),
+            tts_frame(session_id, "sentence_start", text),
+        ):
+            await ws.send_str(dumps(frame))
+
+    async def read() -> None:
+        async for message in ws:
+            if message.type is not WSMsgType.TEXT:
+                continue  # its microphone: nobody listens before pairing
+            try:
+                frame = parse_frame(message.data)
+            except ProtocolError:
+                continue
+            if frame["type"] == "hello":
+                hello = server_hello(
+                    session_id, DEFAULT_AUDIO_PARAMS, {"transport": "websocket"}
+                )
+                await ws.send_str(dumps(hello))
+                await show_code()
+            elif frame["type"] == "listen" and frame.get("state") == "detect":
+                await show_code()
+
+    reader = asyncio.create_task(read())
+    ended = asyncio.create_task(pending.ended.wait())
+    try:
+        await asyncio.wait({reader, ended}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in (reader, ended):
+            task.cancel()
+        await asyncio.gather(reader, ended, return_exceptions=True)
+        await ws.close(code=1000, message=b"pairing ended")
+    return ws
 
 
 class VisionView(HomeAssistantView):

@@ -92,8 +92,13 @@ class PendingDevice:
     firmware: str
     code: str = field(default_factory=new_code)
     challenge: str = field(default_factory=lambda: secrets.token_hex(16))
+    # Handed out with the code: clients that connect before they are paired
+    # (xiaozhi-sdk) get a restricted link with it; pairing makes it the
+    # device's token.
+    token: str = field(default_factory=new_token, repr=False)
     expires: float = 0.0
     timer: CALLBACK_TYPE | None = field(default=None, repr=False)
+    ended: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
 
     @property
     def key(self) -> tuple[str, str]:
@@ -126,6 +131,17 @@ class PairingManager:
         pending = self._pending.get((mac, client_id))
         if pending is not None and pending.remaining() <= 0:
             self._expire(pending.key)
+            return None
+        return pending
+
+    def pending_with_token(
+        self, token: str | None, mac: str | None, client_id: str | None
+    ) -> PendingDevice | None:
+        """Return the identity waiting with this token, MAC and Client-Id."""
+        if token is None or mac is None or client_id is None:
+            return None
+        pending = self.get(mac, client_id)
+        if pending is None or not same_secret(pending.token, token):
             return None
         return pending
 
@@ -229,6 +245,7 @@ class PairingManager:
             return
         if pending.timer is not None:
             pending.timer()
+        pending.ended.set()
         LOGGER.info("Pairing code of %s expired", pending.name)
         if not any(other[0] == pending.mac for other in self._pending):
             self._attempts.pop(pending.mac, None)
@@ -279,6 +296,8 @@ class PairingManager:
             del self._pending[other.key]
             if other.timer is not None:
                 other.timer()
+            other.ended.set()
+        pending.ended.set()
         self._attempts.pop(pending.mac, None)
 
     async def wait_for_device(self, exclude: set[str]) -> PendingDevice:
@@ -305,6 +324,7 @@ class PairingManager:
             pending = self._pending.pop(key)
             if pending.timer is not None:
                 pending.timer()
+            pending.ended.set()
         for waiter in self._waiters:
             waiter.cancel()
         self._waiters.clear()
