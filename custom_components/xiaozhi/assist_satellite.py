@@ -256,6 +256,14 @@ class XiaozhiAssistSatellite(XiaozhiEntity, AssistSatelliteEntity):
         if self._turn is turn:
             self._turn = None
         if not continues:
+            if self._turn is not None:
+                # The device went back to listening by itself after tts stop
+                # (auto mode) before the end reached it: over all the same.
+                self._turn.cancel()
+                self._turn = None
+                task = self._turn_task
+                if task is not None and task is not asyncio.current_task():
+                    task.cancel()
             await self.manager.async_end_conversation()
 
     async def _say_error(self, turn: VoiceTurn, key: str) -> None:

@@ -91,6 +91,12 @@ async def test_turn_over_udp_ends_with_goodbye(
     assert not manager.voice_ready
     assert isinstance(manager.session.link, MqttLink)
     assert manager.session.link.channel is None
+    # The device went back to listening after tts stop (auto mode) before the
+    # goodbye reached it: that late listen start opens no turn.
+    await mqtt_talker.wait_for(lambda: mqtt_talker.listen_starts >= 2)
+    await hass.async_block_till_done()
+    assert hass.states.get(_satellite(hass)).state == "idle"
+    assert manager.session.audio_open is False
 
 
 async def test_each_conversation_gets_a_fresh_key(

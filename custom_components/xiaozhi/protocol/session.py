@@ -277,6 +277,10 @@ class DeviceSession:
                 _LOGGER.debug("Ignoring a second hello")
         elif self.hello is None and not always_on:
             self._malformed(ProtocolError(f"{kind!r} before hello"), text)
+        elif always_on and kind == "listen" and not self._audio_open:
+            # Sent before the device saw our goodbye (auto mode listens again
+            # after tts stop): the conversation is over.
+            _LOGGER.debug("Ignoring listen after the conversation ended")
         elif kind == "goodbye" and always_on:
             if frame.get("session_id") != self.session_id or not self._audio_open:
                 _LOGGER.debug("Ignoring a goodbye for another conversation")
