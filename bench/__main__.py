@@ -20,12 +20,12 @@ from typing import Any
 import aiohttp
 from homeassistant import const as ha_const
 
-from . import handshake, harness, scale, toolcall, voice
+from . import handshake, harness, mqtt, scale, toolcall, voice
 from .device import DeviceScript, build_script
 from .report import format_report, judge
 
 RESULTS = Path(__file__).parent / "results.json"
-BENCHMARKS = ("toolcall", "handshake", "scale", "voice")
+BENCHMARKS = ("toolcall", "handshake", "scale", "mqtt", "voice")
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +43,7 @@ class Sizes:
     voice_codec_seconds: float
     voice_turns: int
     voice_conversations: int
+    mqtt_devices: int
 
 
 FULL = Sizes(
@@ -57,6 +58,7 @@ FULL = Sizes(
     voice_codec_seconds=30.0,
     voice_turns=20,
     voice_conversations=20,
+    mqtt_devices=500,
 )
 SMOKE = Sizes(
     toolcall_iterations=100,
@@ -70,6 +72,7 @@ SMOKE = Sizes(
     voice_codec_seconds=1.0,
     voice_turns=2,
     voice_conversations=2,
+    mqtt_devices=3,
 )
 
 
@@ -207,6 +210,16 @@ def main(argv: list[str] | None = None) -> int:
         results["scale"] = [
             scale.run_size(n, params, script) for n in sizes.scale_sizes
         ]
+    if "mqtt" in names:
+        results["mqtt"] = mqtt.measure(
+            sizes.mqtt_devices,
+            mqtt.IdleParams(
+                keepalive=sizes.keepalive,
+                window=sizes.window,
+                idle_window=sizes.idle_window,
+            ),
+            script,
+        )
     if "voice" in names:
         results["voice"] = harness.run(
             lambda: voice.measure(

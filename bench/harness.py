@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 import gc
+import json
 import logging
 from pathlib import Path
 import resource
@@ -40,6 +41,7 @@ from custom_components.xiaozhi.const import (
     DOMAIN,
     URL_WEBSOCKET,
 )
+from custom_components.xiaozhi.endpoints import STORE_KEY as ENDPOINTS_STORE_KEY
 from custom_components.xiaozhi.manager import XiaozhiManager
 from simulator.cli import client_id_for
 
@@ -201,8 +203,24 @@ async def home_assistant() -> AsyncIterator[Home]:
     configuration directory is removed.
     """
     logging.getLogger("homeassistant").setLevel(logging.ERROR)
+    # The ffmpeg integration (a dependency of the voice pipeline) looks for the
+    # binary at setup; the integration never runs it (PyAV converts audio).
+    logging.getLogger("haffmpeg").setLevel(logging.CRITICAL)
     logging.getLogger("custom_components.xiaozhi").setLevel(logging.ERROR)
     config_dir = tempfile.mkdtemp(prefix="xiaozhi-bench-")
+    # The device MQTT + UDP endpoint on free ports, as its settings store says.
+    storage = Path(config_dir) / ".storage"
+    storage.mkdir()
+    (storage / ENDPOINTS_STORE_KEY).write_text(
+        json.dumps(
+            {
+                "version": 1,
+                "minor_version": 1,
+                "key": ENDPOINTS_STORE_KEY,
+                "data": {"transport": "auto", "mqtt_port": 0, "udp_port": 0},
+            }
+        )
+    )
     try:
         async with async_test_home_assistant(config_dir=config_dir) as hass:
             for name in _TEST_WRAPPERS:

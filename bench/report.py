@@ -27,7 +27,7 @@ def _voice(*keys: str) -> Getter:
     def get(results: dict[str, Any]) -> float | None:
         value: Any = results.get("voice")
         for key in keys:
-            if value is None:
+            if not isinstance(value, dict) or key not in value:
                 return None
             value = value[key]
         return float(value)
@@ -87,6 +87,27 @@ TARGETS: list[tuple[str, Getter, str, float, str]] = [
     ),
     ("lost replies and failed burst calls, all sizes", _lost, "==", 0.0, ""),
     (
+        "MQTT endpoint: resident memory per idle connection",
+        lambda r: r["mqtt"]["endpoint"]["rss_kb"] if "mqtt" in r else None,
+        "<",
+        20.0,
+        " KiB",
+    ),
+    (
+        "MQTT: event loop lag p99, idle devices with keep-alive",
+        lambda r: r["mqtt"]["idle"]["lag"]["p99_ms"] if "mqtt" in r else None,
+        "<",
+        50.0,
+        " ms",
+    ),
+    (
+        "MQTT: lost replies",
+        lambda r: r["mqtt"]["idle"]["lost_replies"] if "mqtt" in r else None,
+        "==",
+        0.0,
+        "",
+    ),
+    (
         "voice: STT text to tts start on the wire, p50",
         _voice("latency", "text_to_tts_start_ms", "p50"),
         "<=",
@@ -113,6 +134,27 @@ TARGETS: list[tuple[str, Getter, str, float, str]] = [
         "==",
         0.0,
         "",
+    ),
+    (
+        "voice over UDP: event loop lag p99, conversations at once",
+        _voice("udp", "many", "lag_ms", "p99"),
+        "<",
+        50.0,
+        " ms",
+    ),
+    (
+        "voice over UDP: frames the devices dropped",
+        _voice("udp", "many", "dropped"),
+        "==",
+        0.0,
+        "",
+    ),
+    (
+        "voice over UDP: STT text to tts start on the wire, p50",
+        _voice("udp", "latency", "text_to_tts_start_ms", "p50"),
+        "<=",
+        20.0,
+        " ms",
     ),
     (
         "voice: a conversation's CPU, share of one core",
@@ -297,6 +339,56 @@ def _scale(runs: list[dict[str, Any]]) -> list[str]:
     return rows
 
 
+def mqtt_rows(data: dict[str, Any]) -> list[str]:
+    """Return the printed lines of the MQTT results."""
+    endpoint, idle = data["endpoint"], data["idle"]
+    traffic = idle["traffic_bytes_per_device_minute"]
+    return [
+        (
+            f"MQTT + UDP: {idle['devices']} devices idle on Home Assistant; the "
+            f"endpoint alone with {endpoint['connections']} connections"
+        ),
+        (
+            f"  endpoint per idle connection: RSS {_num(endpoint['rss_kb'], 2)} KiB "
+            f"(bare asyncio TCP server: {_num(endpoint['bare_rss_kb'], 2)}), Python "
+            f"{_num(endpoint['python_kb'], 2)} KiB (bare: "
+            f"{_num(endpoint['bare_python_kb'], 2)})"
+        ),
+        (
+            f"  whole device on Home Assistant (entities included): RSS "
+            f"{_num(idle['rss_per_device_kb'])} KB; all connected in "
+            f"{_num(idle['connect_s'], 2)} s"
+        ),
+        (
+            f"  keep-alive every {idle['keepalive_s']:g} s (status) and "
+            f"{idle['mqtt_keepalive_s'] / 2:g} s (MQTT ping): lag p50 / p99 "
+            f"{_num(idle['lag']['p50_ms'], 2)} / {_num(idle['lag']['p99_ms'], 2)} ms "
+            f"(before connecting: {_num(idle['idle_lag']['p99_ms'], 2)} ms p99); "
+            f"traffic per device {traffic['to_device']} B/min down, "
+            f"{traffic['from_device']} B/min up; requests "
+            f"{idle['requests']['sent']}, lost {idle['lost_replies']}"
+        ),
+    ]
+
+
+def _udp_voice_row(data: dict[str, Any]) -> list[str]:
+    udp = data.get("udp")
+    if not udp:
+        return []
+    latency, many = udp["latency"], udp["many"]
+    return [
+        (
+            f"  over MQTT + UDP: STT text -> tts start "
+            f"{latency['text_to_tts_start_ms']['p50']:.2f} ms p50, first TTS bytes "
+            f"-> first frame {latency['tts_bytes_to_first_frame_ms']['p50']:.2f} ms "
+            f"p50; {many['conversations']} at once: lag p99 "
+            f"{many['lag_ms']['p99']:.2f} ms, dropped {many['dropped']} of "
+            f"{many['played_frames'] + many['dropped']}, lead p99 "
+            f"{many['lead_ms']['p99']:.0f} ms"
+        )
+    ]
+
+
 def voice_rows(data: dict[str, Any]) -> list[str]:
     """Return the printed lines of the voice results."""
     codec, latency, many = data["codec"], data["latency"], data["many"]
@@ -329,6 +421,7 @@ def voice_rows(data: dict[str, Any]) -> list[str]:
             f"  downlink lead over playback, ms: p99 {many['lead_ms']['p99']:.0f}, "
             f"max {many['lead_ms']['max']:.0f} (the device holds 2400)"
         ),
+        *_udp_voice_row(data),
     ]
 
 
@@ -350,6 +443,8 @@ def format_report(results: dict[str, Any]) -> str:
         rows += [*_handshake(results["handshake"]), ""]
     if results.get("scale"):
         rows += [*_scale(results["scale"]), ""]
+    if "mqtt" in results:
+        rows += [*mqtt_rows(results["mqtt"]), ""]
     if "voice" in results:
         rows += [*voice_rows(results["voice"]), ""]
     for title, gated, word in (

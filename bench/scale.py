@@ -92,11 +92,9 @@ class RequestCounter:
         self.cancelled = 0
         self.errors: list[str] = []
         self.idle = asyncio.Event()
-
-    @property
-    def in_flight(self) -> int:
-        """Return how many requests wait for an answer."""
-        return self.sent - self.answered - self.failed - self.cancelled
+        # Requests under way, whenever they were sent: a reset does not touch
+        # it (what was sent before the reset ends after it).
+        self.in_flight = 0
 
     def reset(self) -> None:
         """Start counting again."""
@@ -123,6 +121,7 @@ class RequestCounter:
             client: McpClient, method: str, params: Any, timeout: float
         ) -> Any:
             self.sent += 1
+            self.in_flight += 1
             self.idle.clear()
             try:
                 result = await original(client, method, params, timeout)
@@ -139,6 +138,7 @@ class RequestCounter:
             else:
                 self.answered += 1
             finally:
+                self.in_flight -= 1
                 if not self.in_flight:
                     self.idle.set()
             return result

@@ -11,12 +11,14 @@
   Assistant's event-loop lag, frames the devices dropped, and how far ahead
   of playback the downlink ran.
 
+``latency`` and ``many`` run over WebSocket, then again over MQTT + UDP
+(``udp``): the same figures side by side in one run.
+
 The speech engines and the agent are the test suite's fakes: the agent takes
 150 ms, as a fast local one would, so ``tts start`` has settled before audio.
 """
 
 import asyncio
-import logging
 import multiprocessing
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -26,6 +28,7 @@ from typing import Any
 
 import aiohttp
 
+from custom_components.xiaozhi.data import DATA_KEY
 from custom_components.xiaozhi.protocol.codec import (
     OpusDecoder,
     OpusEncoder,
@@ -102,38 +105,61 @@ async def _setup_voice(home: Home, cache: Path) -> Any:
     return voice
 
 
+def _device_config(
+    mac: str, token: str, ws_url: str, mqtt_port: int | None, **extra: Any
+) -> DeviceConfig:
+    """Return a device on WebSocket, or on MQTT + UDP when ``mqtt_port`` is set."""
+    if mqtt_port is None:
+        return DeviceConfig(
+            mac=mac, client_id=client_id_for(mac), ws_url=ws_url, token=token, **extra
+        )
+    return DeviceConfig(
+        mac=mac,
+        client_id=client_id_for(mac),
+        mqtt={
+            "endpoint": f"127.0.0.1:{mqtt_port}",
+            "client_id": client_id_for(mac),
+            "username": mac,
+            "password": token,
+            "keepalive": 240,
+            "publish_topic": f"xiaozhi/{mac.replace(':', '')}/up",
+        },
+        **extra,
+    )
+
+
+def _ended(device: SimulatedDevice) -> int:
+    """Return how many conversations ended: links closed, or goodbyes (MQTT)."""
+    return device.goodbyes_received if device.uses_mqtt else len(device.close_reasons)
+
+
 def _satellite(entry: Any) -> Any:
     manager = runtime(entry)
     return manager._voice  # noqa: SLF001 - the satellite serving the device
 
 
-async def _latency(home: Home, voice: Any, turns: int) -> dict[str, Any]:
+async def _latency(
+    home: Home, voice: Any, turns: int, mqtt_port: int | None
+) -> dict[str, Any]:
     """Run conversations one after the other; collect our code's delays."""
     voice.tts.seconds = 0.5
     (entry,) = await home.add_devices(1)
     mac = runtime(entry).mac
+    token = entry.data["token"]
     text_to_start: list[float] = []
     bytes_to_frame: list[float] = []
     async with aiohttp.ClientSession() as http:
         device = SimulatedDevice(
-            DeviceConfig(
-                mac=mac,
-                client_id=client_id_for(mac),
-                ws_url=home.ws_url,
-                token=device_token(0),
-                mic_speed=8.0,
-            ),
+            _device_config(mac, token, home.ws_url, mqtt_port, mic_speed=8.0),
             http=http,
         )
         try:
             for index in range(turns):
                 # A new sentence each time: TTS caches what it has said.
-                voice.agent.reply = f"Done, number {index}."
-                closes = len(device.close_reasons)
+                voice.agent.reply = f"Done, number {index}, {mqtt_port}."
+                ended = _ended(device)
                 await device.wake(f"wake {index}", SPEECH, preroll=0.1)
-                await device.wait_for(
-                    lambda n=closes: len(device.close_reasons) > n, timeout=30
-                )
+                await device.wait_for(lambda n=ended: _ended(device) > n, timeout=30)
                 timings = _satellite(entry).last_turn.timings
                 text_to_start.append(timings.tts_start_sent - timings.stt_end)
                 bytes_to_frame.append(
@@ -151,23 +177,21 @@ async def _latency(home: Home, voice: Any, turns: int) -> dict[str, Any]:
 # --------------------------------------------------------------- many at once
 
 
-def _child_main(conn: Connection, specs: list[tuple[str, str]], url: str) -> None:
-    asyncio.run(_child_loop(conn, specs, url))
+def _child_main(
+    conn: Connection, specs: list[tuple[str, str]], url: str, mqtt_port: int | None
+) -> None:
+    asyncio.run(_child_loop(conn, specs, url, mqtt_port))
 
 
-async def _child_loop(conn: Connection, specs: list[tuple[str, str]], url: str) -> None:
+async def _child_loop(
+    conn: Connection, specs: list[tuple[str, str]], url: str, mqtt_port: int | None
+) -> None:
     """Run the devices; on ``converse``, wake them all and report what played."""
     loop = asyncio.get_running_loop()
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as http:
         devices = [
             SimulatedDevice(
-                DeviceConfig(
-                    mac=mac,
-                    client_id=client_id_for(mac),
-                    ws_url=url,
-                    token=token,
-                    retry_delay=0.5,
-                ),
+                _device_config(mac, token, url, mqtt_port, retry_delay=0.5),
                 http=http,
             )
             for mac, token in specs
@@ -179,11 +203,9 @@ async def _child_loop(conn: Connection, specs: list[tuple[str, str]], url: str) 
                     break
 
                 async def converse(device: SimulatedDevice, index: int) -> None:
-                    closes = len(device.close_reasons)
+                    ended = _ended(device)
                     await device.wake(f"wake {index}", SPEECH)
-                    await device.wait_for(
-                        lambda: len(device.close_reasons) > closes, timeout=60
-                    )
+                    await device.wait_for(lambda: _ended(device) > ended, timeout=60)
 
                 await asyncio.gather(
                     *(converse(device, i) for i, device in enumerate(devices))
@@ -207,17 +229,19 @@ async def _child_loop(conn: Connection, specs: list[tuple[str, str]], url: str) 
             conn.send(None)
 
 
-async def _many(home: Home, voice: Any, count: int) -> dict[str, Any]:
+async def _many(
+    home: Home, voice: Any, count: int, mqtt_port: int | None
+) -> dict[str, Any]:
     """Converse with ``count`` devices at once; measure lag, drops and lead."""
     voice.tts.seconds = 3.0
-    voice.agent.reply = "All of you, done."
+    voice.agent.reply = f"All of you, done ({mqtt_port})."
     entries = await home.add_devices(count)
     first = len(home.entries) - count
     specs = [(device_mac(first + i), device_token(first + i)) for i in range(count)]
     context = multiprocessing.get_context("spawn")
     conn, child = context.Pipe()
     process = context.Process(
-        target=_child_main, args=(child, specs, home.ws_url), daemon=True
+        target=_child_main, args=(child, specs, home.ws_url, mqtt_port), daemon=True
     )
     process.start()
     child.close()
@@ -255,13 +279,15 @@ async def measure(
     *, codec_seconds: float, turns: int, conversations: int
 ) -> dict[str, Any]:
     """Run the three voice measurements on one Home Assistant."""
-    # The ffmpeg integration (a dependency of the pipeline) looks for the
-    # binary at setup; the voice path never runs it (PyAV converts audio).
-    logging.getLogger("haffmpeg").setLevel(logging.CRITICAL)
     results: dict[str, Any] = {"codec": codec_cpu(codec_seconds)}
     with tempfile.TemporaryDirectory(prefix="xiaozhi-bench-tts-") as cache:
         async with home_assistant() as home:
             voice = await _setup_voice(home, Path(cache))
-            results["latency"] = await _latency(home, voice, turns)
-            results["many"] = await _many(home, voice, conversations)
+            results["latency"] = await _latency(home, voice, turns, None)
+            results["many"] = await _many(home, voice, conversations, None)
+            port = home.hass.data[DATA_KEY].endpoints.mqtt.port
+            results["udp"] = {
+                "latency": await _latency(home, voice, turns, port),
+                "many": await _many(home, voice, conversations, port),
+            }
     return results

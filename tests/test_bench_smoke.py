@@ -24,7 +24,7 @@ def _is_number(value: Any) -> bool:
     )
 
 
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(450)
 def test_bench_smoke(tmp_path: Path) -> None:
     """Every benchmark runs end to end and reports its figures."""
     output = tmp_path / "results.json"
@@ -35,7 +35,7 @@ def test_bench_smoke(tmp_path: Path) -> None:
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=280,
+        timeout=400,
         check=False,
     )
     assert completed.returncode == 0, (
@@ -82,6 +82,14 @@ def test_bench_smoke(tmp_path: Path) -> None:
     assert voice["many"]["conversations"] == 2
     assert voice["many"]["played_frames"] > 0
     assert _is_number(voice["codec"]["conversation"])
+    assert voice["udp"]["many"]["played_frames"] > 0
+    assert _is_number(voice["udp"]["latency"]["text_to_tts_start_ms"]["p50"])
+
+    mqtt = results["mqtt"]
+    assert _is_number(mqtt["endpoint"]["rss_kb"])
+    assert mqtt["idle"]["endpoint_connections"] == 3
+    assert mqtt["idle"]["requests"]["sent"] > 0
+    assert isinstance(mqtt["idle"]["lost_replies"], int)
 
     assert {verdict["target"] for verdict in results["targets"]}
     assert all(isinstance(verdict["met"], bool) for verdict in results["targets"])
