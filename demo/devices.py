@@ -20,7 +20,11 @@ from .voice import DemoVoice, Reply
 
 
 def device_configs(port: int) -> list[DeviceConfig]:
-    """Return the two demo devices; both know only the OTA address."""
+    """Return the two demo devices; both know only the OTA address.
+
+    The first speaks only WebSocket, the second takes MQTT + UDP when the OTA
+    answer offers it (the firmware's choice).
+    """
     timing: dict[str, Any] = {
         "ota_url": ota_url(port),
         "reconnect_delay": 5.0,
@@ -33,6 +37,8 @@ def device_configs(port: int) -> list[DeviceConfig]:
     plain_mac = "02:00:5a:48:00:01"
     rich_mac = "02:00:5a:48:00:02"
     return [
+        # A client that speaks only WebSocket (as py-xiaozhi does by default):
+        # it connects when it is used.
         DeviceConfig(
             mac=plain_mac,
             client_id=client_id_for(plain_mac),
@@ -40,8 +46,11 @@ def device_configs(port: int) -> list[DeviceConfig]:
             screen=True,
             camera=False,
             battery=False,
+            websocket_only=True,
             **timing,
         ),
+        # Firmware as shipped: MQTT + UDP when Home Assistant offers it, so it
+        # stays reachable between conversations.
         DeviceConfig(
             mac=rich_mac,
             client_id=client_id_for(rich_mac),
@@ -83,6 +92,7 @@ class DeviceReport:
     title: str = ""
     entity_id: str = ""
     paired_now: bool = False
+    transport: str = ""
 
 
 def summary_lines(
@@ -107,6 +117,7 @@ def summary_lines(
     lines.extend(
         f"    {device.title or device.board} ({device.mac}): "
         f"{'paired now, ' if device.paired_now else ''}connected"
+        f"{f' over {device.transport}' if device.transport else ''}"
         for device in devices
     )
     lines.append("")
@@ -184,7 +195,8 @@ async def execute(
     if command.name == "devices":
         return "\n".join(
             f"  {number}  {device.config.board} ({device.config.mac}) "
-            f"{'connected' if device.connected else 'not connected'}, "
+            f"{'connected' if device.connected else 'not connected'}"
+            f"{' over MQTT + UDP' if device.uses_mqtt else ''}, "
             f"{device.state.activity}"
             for number, device in enumerate(devices, 1)
         )

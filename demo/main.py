@@ -394,7 +394,12 @@ class Demo:
                     "GET", f"/api/states/{report.entity_id}", ok=(200, 404)
                 )
                 if isinstance(state, dict) and state.get("state") == "on":
-                    say(f"{report.title} is connected ({report.entity_id} is on)")
+                    device = devices[mac]
+                    report.transport = "MQTT + UDP" if device.uses_mqtt else "WebSocket"
+                    say(
+                        f"{report.title} is connected over {report.transport} "
+                        f"({report.entity_id} is on)"
+                    )
                     del waiting[mac]
             if waiting:
                 await asyncio.sleep(1)

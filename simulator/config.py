@@ -45,6 +45,9 @@ class DeviceConfig:
     protocol_version: int = 1
     mqtt: Mapping[str, str | int] | None = None
     """The ``mqtt`` settings, as an OTA answer would store them: MQTT + UDP."""
+    websocket_only: bool = False
+    """Ignore an OTA answer's ``mqtt`` block, as clients that speak only
+    WebSocket do (py-xiaozhi's default, xiaozhi-sdk)."""
 
     # Hardware and tools
     camera: bool = False

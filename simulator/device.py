@@ -491,7 +491,7 @@ class SimulatedDevice:
                 result.activation.code,
                 result.activation.message or "",
             )
-        if result.mqtt is not None:
+        if result.mqtt is not None and not self.config.websocket_only:
             # Stored key by key; keys left out keep their old value.
             self.mqtt_config = {**(self.mqtt_config or {}), **result.mqtt}
             _LOGGER.info(
