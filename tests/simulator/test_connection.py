@@ -245,10 +245,10 @@ async def test_activity_and_notifications(
     await device.wait_for(lambda: device.state.activity == "listening")
     # Nothing was queued to play: listen start goes out again at once.
     await conn.until(
-        lambda: [
-            f.get("state") for f in conn.frames if f.get("type") == "listen"
-        ]
-        == ["start", "start"]
+        lambda: (
+            [f.get("state") for f in conn.frames if f.get("type") == "listen"]
+            == ["start", "start"]
+        )
     )
     await device.send_abort()
     await conn.until(lambda: len(notes()) == 4)
