@@ -754,6 +754,11 @@ class SimulatedDevice:
         """Return True while the UDP audio channel exists (MQTT only)."""
         return self._udp is not None and self._udp.is_open
 
+    @property
+    def microphone_on(self) -> bool:
+        """Return True while the microphone streams to the server."""
+        return self._mic_task is not None and not self._mic_task.done()
+
     async def open_audio_channel(self) -> None:
         """Publish the hello and wait for the server's (MQTT + UDP).
 
@@ -1170,7 +1175,16 @@ class SimulatedDevice:
         if self._pending_listen_start and self.state.activity == "listening":
             self._pending_listen_start = False
             if self.connected:
-                self._spawn(self.send_listen("start", self.listen_mode), "listen")
+                self._spawn(self._deferred_listen_start(), "listen")
+
+    async def _deferred_listen_start(self) -> None:
+        """Send the ``listen start`` unless something moved the device on first.
+
+        The firmware does this on its main loop; a ``goodbye`` handled before
+        it leaves the device idle, with no listen start and no new channel.
+        """
+        if self.state.activity == "listening" and self.connected:
+            await self.send_listen("start", self.listen_mode)
 
     # ------------------------------------------------------------------ voice
 
@@ -1310,14 +1324,17 @@ class SimulatedDevice:
         """Send ``listen`` (start / stop / detect) and update the activity."""
         if state != "stop" and self.uses_mqtt and self.connected:
             await self.open_audio_channel()  # the firmware listens on a channel
+        if state == "start":
+            # As the firmware: enter Listening, then say so. A goodbye that
+            # arrives while the frame is on its way leaves the device idle.
+            self.listen_mode = mode
+            self.listen_starts += 1
+            await self._change_activity("listening")
         sent = await self._send_text(
             listen_frame(self.outgoing_session_id, state, mode, text)
         )
         if state == "start":
-            self.listen_mode = mode
-            self.listen_starts += 1
-            await self._change_activity("listening")
-            if self.config.microphone and sent:
+            if self.config.microphone and sent and self.state.activity == "listening":
                 self._start_mic()
         elif state == "stop":
             self._stop_mic()

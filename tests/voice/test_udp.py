@@ -97,6 +97,10 @@ async def test_turn_over_udp_ends_with_goodbye(
     await hass.async_block_till_done()
     assert hass.states.get(_satellite(hass)).state == "idle"
     assert manager.session.audio_open is False
+    # ... and the goodbye leaves the device idle, its microphone off.
+    assert mqtt_talker.state.activity == "idle"
+    assert not mqtt_talker.audio_channel_open
+    assert not mqtt_talker.microphone_on
 
 
 async def test_each_conversation_gets_a_fresh_key(
