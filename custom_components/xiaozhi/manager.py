@@ -372,8 +372,6 @@ class XiaozhiManager:
         self.session = None
         self._uploads = None
         expected, self._ending = self._ending, False
-        if self._voice is not None:
-            self._voice.voice_closed()
         if self._shutting_down or expected or not self.keepalive:
             LOGGER.debug("%s disconnected (%s)", self.name, reason)
         else:
@@ -383,7 +381,10 @@ class XiaozhiManager:
                 self.name,
                 reason,
             )
+        # Availability first: the satellite writes its state as it stops.
         self.data.async_set_link(None, expected=expected)
+        if self._voice is not None:
+            self._voice.voice_closed()
 
     # --- voice ----------------------------------------------------------
 

@@ -3,7 +3,8 @@
 from collections.abc import Callable, Generator
 from pathlib import Path
 
-from homeassistant.core import HomeAssistant
+from homeassistant.const import EVENT_STATE_CHANGED, STATE_UNAVAILABLE
+from homeassistant.core import Event, EventStateChangedData, HomeAssistant, callback
 import pytest
 from pytest_homeassistant_custom_component.common import MockConfigEntry
 
@@ -25,6 +26,22 @@ def tts_cache(tmp_path: Path) -> Generator[None]:
 async def voice(hass: HomeAssistant, tts_cache: None) -> Voice:
     """Set up fake speech-to-text, text-to-speech and agent entities."""
     return await async_setup_engines(hass)
+
+
+@pytest.fixture
+def went_unavailable(hass: HomeAssistant) -> Generator[list[str]]:
+    """Record every entity that becomes unavailable, even for a moment."""
+    entities: list[str] = []
+
+    @callback
+    def record(event: Event[EventStateChangedData]) -> None:
+        new = event.data["new_state"]
+        if new is not None and new.state == STATE_UNAVAILABLE:
+            entities.append(new.entity_id)
+
+    stop = hass.bus.async_listen(EVENT_STATE_CHANGED, record)
+    yield entities
+    stop()
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from pytest_homeassistant_custom_component.test_util.aiohttp import AiohttpClien
 from custom_components.xiaozhi.const import CONF_KEEPALIVE, DOMAIN, EVENT_XIAOZHI
 from simulator import SimulatedDevice
 from simulator.voice import dominant_frequency, read_audio
-from tests.conftest import MAC
+from tests.conftest import MAC, wait_for_runtime
 from tests.voice.conftest import Voice, connected
 from tests.voice.test_turn import FRAME, SPEECH, closed, texts
 
@@ -43,8 +43,12 @@ async def test_announce_plays_then_ends_the_conversation(
     voice: Voice,
     init_integration: MockConfigEntry,
     talker: SimulatedDevice,
+    went_unavailable: list[str],
 ) -> None:
-    """The chime and the message play in full; the call returns once played."""
+    """The chime and the message play in full; the call returns once played.
+
+    Home Assistant then hangs up, as planned: no entity flaps unavailable.
+    """
     voice.tts.seconds = 1.0
     await connected(talker, init_integration)
     loop = asyncio.get_running_loop()
@@ -66,6 +70,10 @@ async def test_announce_plays_then_ends_the_conversation(
     assert voice.tts.messages == ["Dinner is ready"]
     # After tts stop the device would start listening: Home Assistant hangs up.
     await closed(talker)
+    await wait_for_runtime(init_integration.runtime_data, lambda m: not m.connected)
+    await hass.async_block_till_done()
+    assert went_unavailable == []
+    assert hass.states.get(satellite_id(hass)).state == "idle"
 
 
 async def test_announce_without_chime(

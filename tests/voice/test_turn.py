@@ -76,6 +76,7 @@ async def test_reply_messages_in_order_and_paced(
     voice: Voice,
     init_integration: MockConfigEntry,
     talker: SimulatedDevice,
+    went_unavailable: list[str],
 ) -> None:
     """What it heard, tts start, faces, the text, paced audio, then tts stop.
 
@@ -121,6 +122,8 @@ async def test_reply_messages_in_order_and_paced(
     volume = er.async_get(hass).async_get_entity_id("number", DOMAIN, f"{MAC}-volume")
     assert volume is not None
     assert hass.states.get(volume).state == "70"  # not unavailable
+    await hass.async_block_till_done()
+    assert went_unavailable == []  # not even for a moment
     assert runtime.data.last_heard == "turn on the lights"
     assert runtime.data.last_reply == "Sure, done 😊"
 
