@@ -54,7 +54,7 @@ SDK_HELLO = {
 }
 
 
-async def _connect(client: TestClient, token: str, **headers: str) -> Any:
+async def connect_sdk(client: TestClient, token: str, **headers: str) -> Any:
     return await client.ws_connect(
         "/api/xiaozhi/v1/",
         headers={
@@ -66,7 +66,7 @@ async def _connect(client: TestClient, token: str, **headers: str) -> Any:
     )
 
 
-async def _frame(ws: ClientWebSocketResponse) -> dict[str, Any]:
+async def next_frame(ws: ClientWebSocketResponse) -> dict[str, Any]:
     message = await asyncio.wait_for(ws.receive(), 5)
     assert message.type is WSMsgType.TEXT, message
     return dict(message.json())
@@ -93,28 +93,37 @@ async def test_sdk_pairs_and_reconnects_with_the_same_token(
     assert await _activate(client, challenge) == 202
 
     # It connects at once: our hello (everything it reads), then its code.
-    ws = await _connect(client, token)
+    ws = await connect_sdk(client, token)
     await ws.send_json(SDK_HELLO)
-    hello = await _frame(ws)
+    hello = await next_frame(ws)
     assert hello["transport"] == "websocket"
     assert set(hello["audio_params"]) >= {"sample_rate", "frame_duration", "channels"}
     assert hello["session_id"]
-    alert = await _frame(ws)
+    alert = await next_frame(ws)
     assert alert["type"] == "alert"
     assert code in alert["message"]
-    sentence = await _frame(ws)
-    assert sentence == {
-        "session_id": hello["session_id"],
-        "type": "tts",
-        "state": "sentence_start",
-        "text": alert["message"],
-    }
+    session_id = hello["session_id"]
+    # No voice assistant speaks here: the sentence, with no audio.
+    assert [await next_frame(ws) for _ in range(3)] == [
+        {"session_id": session_id, "type": "tts", "state": "start"},
+        {
+            "session_id": session_id,
+            "type": "tts",
+            "state": "sentence_start",
+            "text": alert["message"],
+        },
+        {"session_id": session_id, "type": "tts", "state": "stop"},
+    ]
     # Asking again ("listen detect hi") shows the code again; nothing else
     # is served before pairing: no MCP, no audio.
     await ws.send_json({"type": "listen", "state": "detect", "text": "hi"})
     await ws.send_bytes(b"\x00" * 40)
-    assert (await _frame(ws))["type"] == "alert"
-    assert (await _frame(ws))["type"] == "tts"
+    assert (await next_frame(ws))["type"] == "alert"
+    assert [(await next_frame(ws))["state"] for _ in range(3)] == [
+        "start",
+        "sentence_start",
+        "stop",
+    ]
 
     (flow,) = hass.config_entries.flow.async_progress_by_handler(DOMAIN)
     result = await hass.config_entries.flow.async_configure(
@@ -130,10 +139,10 @@ async def test_sdk_pairs_and_reconnects_with_the_same_token(
     assert await _activate(client, challenge) == 200
 
     # Same token, full session: the MCP handshake starts.
-    ws = await _connect(client, token)
+    ws = await connect_sdk(client, token)
     await ws.send_json(SDK_HELLO)
-    assert (await _frame(ws))["type"] == "hello"
-    initialize = await _frame(ws)
+    assert (await next_frame(ws))["type"] == "hello"
+    initialize = await next_frame(ws)
     assert initialize["type"] == "mcp"
     assert initialize["payload"]["method"] == "initialize"
     assert initialize["payload"]["params"]["capabilities"]["vision"]["token"]
@@ -171,10 +180,10 @@ async def test_pending_token_is_bound_to_its_identity(
     response = await client.post(OTA, headers=sdk_headers(), json=SDK_BODY)
     token = (await response.json())["websocket"]["token"]
     with pytest.raises(WSServerHandshakeError) as err:
-        await _connect(client, token, **headers)
+        await connect_sdk(client, token, **headers)
     assert err.value.status == 401
     with pytest.raises(WSServerHandshakeError):
-        await _connect(client, "not-the-token")
+        await connect_sdk(client, "not-the-token")
 
 
 async def test_restricted_link_ends_when_the_code_expires(
@@ -182,7 +191,7 @@ async def test_restricted_link_ends_when_the_code_expires(
 ) -> None:
     response = await client.post(OTA, headers=sdk_headers(), json=SDK_BODY)
     token = (await response.json())["websocket"]["token"]
-    ws = await _connect(client, token)
+    ws = await connect_sdk(client, token)
     pairing = hass.data["xiaozhi"].pairing
     pairing.shutdown()  # every code gone (Home Assistant stops)
     closing = await asyncio.wait_for(ws.receive(), 5)

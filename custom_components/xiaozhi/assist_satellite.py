@@ -453,8 +453,9 @@ class XiaozhiAssistSatellite(XiaozhiEntity, AssistSatelliteEntity):
             if announcement.message:
                 await manager.async_voice_tts("sentence_start", announcement.message)
             await play_audio(
-                manager,
+                manager.async_voice_audio,
                 self._announcement_pcm(announcement, rate),
+                name=manager.name,
                 rate=rate,
                 frame_ms=frame_ms,
                 not_before=started + TTS_START_SETTLE,

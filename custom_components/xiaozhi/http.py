@@ -16,6 +16,7 @@ from aiohttp.http import HttpProcessingError
 from homeassistant.components.http.ban import process_wrong_login
 from homeassistant.config_entries import SOURCE_IGNORE, ConfigEntryState
 from homeassistant.core import CALLBACK_TYPE, HomeAssistant, callback
+from homeassistant.exceptions import HomeAssistantError
 from homeassistant.helpers.http import KEY_HASS, HomeAssistantView
 from homeassistant.util import dt as dt_util
 import orjson
@@ -56,6 +57,8 @@ from .protocol.messages import (
     server_hello,
     tts_frame,
 )
+from .protocol.voice import TTS_START_SETTLE
+from .voice import async_speech, play_audio, stream_pcm
 
 JPEG_MAGIC: Final = b"\xff\xd8\xff"
 VISION_ANSWER: Final = "Photo received by Home Assistant."
@@ -458,8 +461,10 @@ async def _serve_unpaired(
 ) -> web.WebSocketResponse:
     """Serve a client that connected before it is paired: its code, nothing else.
 
-    The link ends when the code is entered (the client connects again with
-    the same token, now the device's) or when the code expires.
+    The code is shown (``alert``, the sentence) and, when the preferred voice
+    assistant has text-to-speech, spoken. The link ends when the code is
+    entered (the client connects again with the same token, now the
+    device's) or when the code expires.
     """
     hass = request.app[KEY_HASS]
     ws = web.WebSocketResponse(
@@ -467,15 +472,48 @@ async def _serve_unpaired(
     )
     await ws.prepare(request)
     LOGGER.info("%s connected before it is paired; showing its code", pending.name)
+    link = WebSocketLink(
+        ws,
+        request.remote,
+        parse_protocol_version(request.headers.get("Protocol-Version")),
+    )
     session_id = secrets.token_hex(8)
     text = await async_device_text(hass, "pairing_code", {"code": pending.code})
+    # Digit by digit: "1 2 3", not "one hundred and twenty-three".
+    spoken = await async_device_text(
+        hass, "pairing_code", {"code": " ".join(pending.code)}
+    )
+    speaker: asyncio.Task[None] | None = None
+
+    async def say_code() -> None:
+        await link.send_text(dumps(tts_frame(session_id, "start")))
+        await link.send_text(dumps(tts_frame(session_id, "sentence_start", text)))
+        try:
+            if (speech := async_speech(hass, spoken)) is not None:
+                rate = DEFAULT_AUDIO_PARAMS["sample_rate"]
+                frame_ms = DEFAULT_AUDIO_PARAMS["frame_duration"]
+                await play_audio(
+                    link.send_audio,
+                    stream_pcm(hass, speech, rate),
+                    name=pending.name,
+                    rate=rate,
+                    frame_ms=frame_ms,
+                    not_before=hass.loop.time() + TTS_START_SETTLE,
+                )
+        except HomeAssistantError as err:
+            LOGGER.debug("%s: pairing code not spoken: %s", pending.name, err)
+        finally:
+            if not ws.closed:
+                await link.send_text(dumps(tts_frame(session_id, "stop")))
 
     async def show_code() -> None:
-        for frame in (
-            alert_frame(session_id, "Home Assistant", text, "neutral"),
-            tts_frame(session_id, "sentence_start", text),
-        ):
-            await ws.send_str(dumps(frame))
+        nonlocal speaker
+        if speaker is not None:
+            speaker.cancel()
+        await link.send_text(
+            dumps(alert_frame(session_id, "Home Assistant", text, "neutral"))
+        )
+        speaker = asyncio.create_task(say_code())
 
     async def read() -> None:
         async for message in ws:
@@ -489,7 +527,7 @@ async def _serve_unpaired(
                 hello = server_hello(
                     session_id, DEFAULT_AUDIO_PARAMS, {"transport": "websocket"}
                 )
-                await ws.send_str(dumps(hello))
+                await link.send_text(dumps(hello))
                 await show_code()
             elif frame["type"] == "listen" and frame.get("state") == "detect":
                 await show_code()
@@ -499,9 +537,10 @@ async def _serve_unpaired(
     try:
         await asyncio.wait({reader, ended}, return_when=asyncio.FIRST_COMPLETED)
     finally:
-        for task in (reader, ended):
+        tasks = [reader, ended] if speaker is None else [reader, ended, speaker]
+        for task in tasks:
             task.cancel()
-        await asyncio.gather(reader, ended, return_exceptions=True)
+        await asyncio.gather(*tasks, return_exceptions=True)
         await ws.close(code=1000, message=b"pairing ended")
     return ws
 

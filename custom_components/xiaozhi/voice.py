@@ -15,7 +15,12 @@ import logging
 from typing import Any, Final
 
 from homeassistant.components import tts
-from homeassistant.components.assist_pipeline import PipelineEvent, PipelineEventType
+from homeassistant.components.assist_pipeline import (
+    PipelineEvent,
+    PipelineEventType,
+    PipelineNotFound,
+)
+from homeassistant.components.assist_pipeline.pipeline import async_get_pipeline
 from homeassistant.core import HomeAssistant
 from homeassistant.exceptions import HomeAssistantError
 
@@ -243,8 +248,9 @@ class VoiceTurn:
         try:
             rate, frame_ms = self.manager.voice_format
             self.result.pacing = await play_audio(
-                self.manager,
+                self.manager.async_voice_audio,
                 stream_pcm(self.hass, stream, rate, self._first_bytes),
+                name=self.manager.name,
                 rate=rate,
                 frame_ms=frame_ms,
                 not_before=started + TTS_START_SETTLE,
@@ -351,10 +357,36 @@ async def stream_pcm(
             yield pcm
 
 
+def async_speech(hass: HomeAssistant, text: str) -> tts.ResultStream | None:
+    """Start saying ``text`` with the preferred voice assistant's text-to-speech.
+
+    Return None when it has none, or its engine refuses (logged at debug).
+    """
+    try:
+        pipeline = async_get_pipeline(hass)
+    except PipelineNotFound:
+        return None
+    if not pipeline.tts_engine:
+        return None
+    options: dict[str, Any] = {tts.ATTR_PREFERRED_FORMAT: "wav"}
+    if pipeline.tts_voice:
+        options[tts.ATTR_VOICE] = pipeline.tts_voice
+    try:
+        stream = tts.async_create_stream(
+            hass, pipeline.tts_engine, pipeline.tts_language, options
+        )
+    except HomeAssistantError as err:
+        LOGGER.debug("No text-to-speech for %r: %s", text, err)
+        return None
+    stream.async_set_message(text)
+    return stream
+
+
 async def play_audio(
-    manager: XiaozhiManager,
+    send: Callable[[bytes, int], Awaitable[None]],
     pcm: AsyncIterator[bytes],
     *,
+    name: str,
     rate: int,
     frame_ms: int,
     not_before: float,
@@ -363,7 +395,7 @@ async def play_audio(
     """Encode PCM into Opus frames, send them in real time, wait for playback."""
     encoder = OpusEncoder(rate, frame_ms)
     pacer = DownlinkPacer(
-        manager.async_voice_audio,
+        send,
         frame_duration=frame_ms / 1000,
         not_before=not_before,
     )
@@ -379,7 +411,7 @@ async def play_audio(
     if LOGGER.isEnabledFor(logging.DEBUG):
         LOGGER.debug(
             "%s: played %d frames, lead at most %.0f ms",
-            manager.name,
+            name,
             pacer.stats.frames,
             pacer.stats.max_lead * 1000,
         )
