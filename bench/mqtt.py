@@ -272,10 +272,17 @@ class _Accept:
         return True
 
     def authenticate(self, connection: Any, connect: Any) -> Any:
-        return self
+        return _Client(connect.client_id)
 
     def refused(self, peer: str, connect: Any, code: Any) -> None:
         pass  # pragma: no cover
+
+
+class _Client:
+    """One accepted connection; nothing happens with what it sends."""
+
+    def __init__(self, identity: str) -> None:
+        self.identity = identity
 
     def mqtt_message(self, topic: str, payload: bytes) -> None:
         pass

@@ -221,7 +221,7 @@ async def test_a_dropped_connection_fails_pending_calls(
     mqtt_device.faults.silent = True
     call = asyncio.create_task(manager.async_set_volume(10))
     await mqtt_device.wait_for(lambda: bool(mqtt_device.mcp_requests))
-    _endpoints(hass).mqtt.close_client(mqtt_device.config.client_id)
+    _endpoints(hass).mqtt.close_client(init_integration.entry_id)
     with pytest.raises(HomeAssistantError):
         await asyncio.wait_for(call, 2)
 

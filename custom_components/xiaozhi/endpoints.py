@@ -289,7 +289,7 @@ class DeviceEndpoints:
         async_bind(self.hass, entry, client_id)
         manager = entry.runtime_data
         up, down = topics(manager.mac)
-        link = MqttLink(self, connection, up, down)
+        link = MqttLink(self, connection, up, down, identity=entry.entry_id)
         base = (self.hass.config.internal_url or "").rstrip("/") or (
             f"http://{connection.local}:{self.hass.http.server_port}"
         )
@@ -354,9 +354,12 @@ class MqttLink:
         connection: MqttConnection,
         topic_up: str,
         topic_down: str,
+        *,
+        identity: str,
     ) -> None:
-        """Wrap a logged-in connection."""
+        """Wrap a logged-in connection of the device ``identity`` (its entry)."""
         self._endpoints = endpoints
+        self.identity = identity
         self._connection = connection
         self._topic_up = topic_up
         self._topic_down = topic_down

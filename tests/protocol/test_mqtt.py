@@ -173,13 +173,13 @@ def _connect_bytes(flags: int, payload: bytes, name: bytes = b"\x00\x04MQTT") ->
 )
 def test_malformed_packets(data: bytes, message: str) -> None:
     with pytest.raises(MqttError, match=message):
-        _reader(100_000).feed(data)
+        list(_reader(100_000).feed(data))
 
 
 def test_size_limit_is_checked_before_the_bytes_arrive() -> None:
     reader = _reader(100)
     with pytest.raises(PacketTooLargeError):
-        reader.feed(bytes([0x30, 0xE8, 0x07]))  # announces 1000 bytes
+        list(reader.feed(bytes([0x30, 0xE8, 0x07])))  # announces 1000 bytes
     assert reader.buffered == 3
 
 
@@ -209,8 +209,9 @@ def test_decode_packet_of_a_publish_topic_and_payload() -> None:
 class Device:
     """What the endpoint hands a logged-in client to."""
 
-    def __init__(self, connection: MqttConnection) -> None:
+    def __init__(self, connection: MqttConnection, identity: str) -> None:
         self.connection = connection
+        self.identity = identity
         self.messages: asyncio.Queue[tuple[str, bytes]] = asyncio.Queue()
         self.closed = asyncio.Event()
 
@@ -228,6 +229,7 @@ class Authenticator:
         self.devices: list[Device] = []
         self.refusals: list[tuple[str, ConnectReturn]] = []
         self.banned: set[str] = set()
+        self.identities: dict[str, str] = {}  # client id -> who it is
         self.logged_in = asyncio.Event()
 
     def allowed(self, peer: str) -> bool:
@@ -240,7 +242,9 @@ class Authenticator:
             return ConnectReturn.BAD_CREDENTIALS
         if connect.client_id == "disabled":
             return ConnectReturn.NOT_AUTHORIZED
-        device = Device(connection)
+        device = Device(
+            connection, self.identities.get(connect.client_id, connect.client_id)
+        )
         self.devices.append(device)
         self.logged_in.set()
         return device
@@ -463,6 +467,81 @@ async def test_takeover_closes_the_old_connection(
     writer.close()
 
 
+async def test_takeover_follows_who_logged_in_not_the_client_id(
+    endpoint: Endpoint,
+) -> None:
+    """The authenticator says who a login is; its client id proves nothing."""
+    server, auth = endpoint
+    auth.identities.update({"dev": "kitchen", "other": "kitchen"})
+    old_reader, old_writer, _ = await _login(server, "dev")
+    _reader, writer, _ = await _login(server, "other")
+    assert await _closed(old_reader)
+    _reader3, writer3, _ = await _login(server, "third")
+    assert not auth.devices[1].closed.is_set()
+    for w in (old_writer, writer, writer3):
+        w.close()
+
+
+async def test_empty_client_id_is_rejected(endpoint: Endpoint) -> None:
+    server, auth = endpoint
+    reader, writer, connack = await _login(server, "")
+    assert connack == encode_connack(ConnectReturn.IDENTIFIER_REJECTED)
+    assert await _closed(reader)
+    assert not auth.devices
+    writer.close()
+
+
+async def test_only_a_small_connect_before_login(socket_enabled: None) -> None:
+    """A big packet is refused until the login; then the full limit applies."""
+    auth = Authenticator()
+    server = MqttServer(auth, max_packet=100_000)
+    await server.start("127.0.0.1", 0)
+    try:
+        reader, writer = await _raw(server)
+        writer.write(bytes([0x10, 0x88, 0x27]))  # a CONNECT of 5000 bytes
+        assert await _closed(reader)
+        writer.close()
+        _reader, writer, _ = await _login(server)
+        writer.write(encode_publish("up", b"x" * 5000))
+        (device,) = auth.devices
+        assert await device.messages.get() == ("up", b"x" * 5000)
+        writer.close()
+    finally:
+        await server.stop()
+
+
+def test_reader_cuts_packets_only_when_asked() -> None:
+    """A connection closed by its first packet decodes none of the rest."""
+    reader = _reader()
+    packets = reader.feed(PINGRESP * 1000)
+    assert next(packets) == Empty(PacketType.PINGRESP)
+    assert reader.buffered == 2 * 999
+
+
+async def test_waiting_logins_are_capped_per_address(
+    endpoint: Endpoint, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Connections that never log in cannot crowd out a device."""
+    server, auth = endpoint
+    monkeypatch.setattr(mqtt_server, "MAX_PENDING_PER_ADDRESS", 2)
+    _waiting_reader, waiting = await _raw(server)
+    # A device logs in: once in, it no longer counts as waiting.
+    _r, device, connack = await _login(server, "dev")
+    assert connack == encode_connack(ConnectReturn.ACCEPTED)
+    late_reader, late = await _raw(server)  # the second one waiting
+    refused_reader, refused = await _raw(server)  # one too many
+    assert await _closed(refused_reader)
+    late.write(
+        encode_connect(
+            Connect(client_id="late", username="u", password=PASSWORD.encode())
+        )
+    )
+    assert await late_reader.readexactly(4) == encode_connack(ConnectReturn.ACCEPTED)
+    assert [d.identity for d in auth.devices] == ["dev", "late"]
+    for writer in (waiting, device, late, refused):
+        writer.close()
+
+
 async def test_banned_address_is_closed_before_it_speaks(
     endpoint: Endpoint,
 ) -> None:
@@ -528,6 +607,59 @@ async def test_a_client_that_does_not_read_is_dropped(
     with pytest.raises(ConnectionError):
         device.connection.publish("down", b"late")
     writer.close()
+
+
+class _PeerThatNeverReads(asyncio.Transport):
+    """A transport whose graceful close never completes: nothing drains."""
+
+    def __init__(self, protocol: asyncio.Protocol) -> None:
+        super().__init__()
+        self._protocol = protocol
+        self._closing = False
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return ("10.0.0.9", 40000) if name in ("peername", "sockname") else default
+
+    def is_closing(self) -> bool:
+        return self._closing
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        pass
+
+    def get_write_buffer_size(self) -> int:
+        return 1000  # what waits for the peer, forever
+
+    def close(self) -> None:
+        self._closing = True
+
+    def abort(self) -> None:
+        self._closing = True
+        self._protocol.connection_lost(None)
+
+
+async def test_a_close_that_never_drains_is_aborted(
+    socket_enabled: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Taken over or expired, a peer that stopped reading is still let go."""
+    monkeypatch.setattr(mqtt_server, "SWEEP_INTERVAL", 0.02)
+    auth = Authenticator()
+    server = MqttServer(auth)
+    await server.start("127.0.0.1", 0)
+    try:
+        connection = MqttConnection(server)
+        connection.connection_made(_PeerThatNeverReads(connection))
+        connection.data_received(
+            encode_connect(
+                Connect(client_id="dev", username="u", password=PASSWORD.encode())
+            )
+        )
+        (device,) = auth.devices
+        connection.close()
+        assert server.connections == 1  # the close waits for the peer
+        await asyncio.wait_for(device.closed.wait(), 5)
+        assert server.connections == 0
+    finally:
+        await server.stop()
 
 
 async def test_connection_limit(socket_enabled: None) -> None:

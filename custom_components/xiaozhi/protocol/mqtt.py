@@ -380,10 +380,14 @@ class PacketReader:
         """Return how many bytes wait for the rest of their packet."""
         return len(self._buffer)
 
-    def feed(self, data: bytes) -> list[Packet]:
-        """Take bytes from the stream; return the packets they complete."""
+    def feed(self, data: bytes) -> Iterator[Packet]:
+        """Take bytes from the stream; yield the packets they complete.
+
+        Packets are cut one at a time as they are asked for: a reader that
+        stops (its connection closed) decodes nothing more.
+        """
         self._buffer += data
-        return list(self._packets())
+        return self._packets()
 
     def _packets(self) -> Iterator[Packet]:
         buffer = self._buffer

@@ -12,14 +12,18 @@ topic). So:
 - SUBSCRIBE is answered with failure (0x80): nothing is routed by topic;
 - PINGREQ gets PINGRESP, DISCONNECT closes;
 - a client silent for 1.5 times its keep-alive is dropped;
-- a second connection with the same client id takes over and closes the
-  first;
-- packets are bounded in size, and so is what waits to be written.
+- a second login of the same client (as the authenticator identifies it)
+  takes over and closes the first;
+- packets are bounded in size, and so is what waits to be written; before
+  its login a connection may send one small CONNECT and nothing else, and
+  connections that have not logged in yet are capped per address and in
+  total, so a flood cannot take the process's file descriptors or memory.
 
 No Home Assistant import: the integration binds it to its devices.
 """
 
 import asyncio
+from collections import Counter
 import logging
 import time
 from typing import Final, Protocol, override
@@ -51,10 +55,23 @@ SWEEP_INTERVAL: Final = 5.0  # how often silent clients are looked for
 KEEPALIVE_GRACE: Final = 1.5  # MQTT-3.1.2-24: one and a half keep-alives
 MAX_IDLE: Final = 3600.0  # a client without keep-alive (0) still goes
 MAX_WRITE_BUFFER: Final = 256 * 1024  # a peer that does not read is dropped
+MAX_CONNECT_PACKET: Final = 4096  # the firmware's CONNECT is under 300 bytes
+# Connections that have not logged in yet. A device makes one at a time, but
+# a NAT can put a house's devices behind one address and they all dial when
+# Home Assistant comes back.
+MAX_PENDING_PER_ADDRESS: Final = 128
+MAX_PENDING: Final = 512
+# Home Assistant raises its soft file limit to 2048; leave it room.
+MAX_CONNECTIONS: Final = 1024
+FULL_WARNING_INTERVAL: Final = 60.0
 
 
 class MqttClient(Protocol):
     """What serves one accepted connection (a device)."""
+
+    @property
+    def identity(self) -> str:
+        """Return who logged in: a second login of the same one takes over."""
 
     def mqtt_message(self, topic: str, payload: bytes) -> None:
         """Take a message the client published."""
@@ -84,15 +101,17 @@ class MqttConnection(asyncio.Protocol):
     def __init__(self, server: MqttServer) -> None:
         """Belong to ``server``."""
         self._server = server
-        self._reader = PacketReader(server.max_packet)
+        self._reader = PacketReader(min(server.max_packet, MAX_CONNECT_PACKET))
         self._transport: asyncio.Transport | None = None
         self._client: MqttClient | None = None
         self.peer = ""
         self.local = ""
         self.client_id: str | None = None
+        self.identity: str | None = None
         self.keepalive = 0
         self.accepted = self.last_seen = time.monotonic()
         self.closed = False
+        self.closed_at = 0.0
 
     # --- asyncio.Protocol ------------------------------------------------
 
@@ -169,18 +188,29 @@ class MqttConnection(asyncio.Protocol):
             case _:
                 raise MqttError(f"unexpected {type(packet).__name__} from a client")
 
+    @property
+    def logged_in(self) -> bool:
+        """Return True once the client's login was accepted."""
+        return self.identity is not None
+
     def _login(self, connect: Connect) -> None:
         server = self._server
         if not connect.supported:
             self._refuse(connect, ConnectReturn.UNACCEPTABLE_PROTOCOL)
+            return
+        if not connect.client_id:
+            # Every device has its own (the OTA answer hands it out).
+            self._refuse(connect, ConnectReturn.IDENTIFIER_REJECTED)
             return
         result = server.authenticator.authenticate(self, connect)
         if isinstance(result, ConnectReturn):
             self._refuse(connect, result)
             return
         self.client_id = connect.client_id
+        self.identity = result.identity
         self.keepalive = connect.keepalive
         self._client = result
+        self._reader.max_packet = server.max_packet
         server.register(self)
         self._write(encode_connack(ConnectReturn.ACCEPTED))
 
@@ -208,7 +238,9 @@ class MqttConnection(asyncio.Protocol):
         """Close the connection once what is written has gone out."""
         if self._transport is not None and not self._transport.is_closing():
             self._transport.close()
-        self.closed = True
+        if not self.closed:
+            self.closed = True
+            self.closed_at = time.monotonic()
 
     def abort(self) -> None:
         """Close the connection now, dropping what waits to be written."""
@@ -223,6 +255,10 @@ class MqttConnection(asyncio.Protocol):
         limit = KEEPALIVE_GRACE * self.keepalive if self.keepalive else MAX_IDLE
         return now - self.last_seen > limit
 
+    def stuck(self, now: float) -> bool:
+        """Return True when a close waits for a peer that does not read."""
+        return self.closed and now - self.closed_at > SWEEP_INTERVAL
+
 
 class MqttServer:
     """The endpoint: its sockets, its connections, the sweep of silent ones."""
@@ -232,7 +268,7 @@ class MqttServer:
         authenticator: MqttAuthenticator,
         *,
         max_packet: int = 256 * 1024,
-        max_connections: int = 4096,
+        max_connections: int = MAX_CONNECTIONS,
     ) -> None:
         """Serve clients that ``authenticator`` lets in."""
         self.authenticator = authenticator
@@ -240,6 +276,8 @@ class MqttServer:
         self.max_connections = max_connections
         self._connections: set[MqttConnection] = set()
         self._clients: dict[str, MqttConnection] = {}
+        self._pending: Counter[str] = Counter()  # not logged in, by address
+        self._warned_full_at = -FULL_WARNING_INTERVAL
         self._server: asyncio.Server | None = None
         self._sweeper: asyncio.TimerHandle | None = None
 
@@ -278,48 +316,75 @@ class MqttServer:
 
     def accept(self, connection: MqttConnection) -> bool:
         """Take a new connection, unless its address is refused or we are full."""
-        if len(self._connections) >= self.max_connections:
-            _LOGGER.warning(
-                "Refusing MQTT connection from %s: too many", connection.peer
-            )
+        peer = connection.peer
+        if (
+            len(self._connections) >= self.max_connections
+            or self._pending.total() >= MAX_PENDING
+            or self._pending[peer] >= MAX_PENDING_PER_ADDRESS
+        ):
+            if len(self._connections) >= self.max_connections:
+                self._warn_full()
+            else:  # a flood of logins that never come: not worth a warning
+                _LOGGER.debug("Refusing MQTT connection from %s: too many", peer)
             return False
-        if not self.authenticator.allowed(connection.peer):
+        if not self.authenticator.allowed(peer):
             return False
         self._connections.add(connection)
+        self._pending[peer] += 1
         return True
 
+    def _warn_full(self) -> None:
+        now = time.monotonic()
+        if now - self._warned_full_at >= FULL_WARNING_INTERVAL:
+            self._warned_full_at = now
+            _LOGGER.warning(
+                "Refusing MQTT connections: %d are open, the most served",
+                len(self._connections),
+            )
+
     def register(self, connection: MqttConnection) -> None:
-        """Make a logged-in connection the one of its client id."""
-        client_id = connection.client_id or ""
-        previous = self._clients.get(client_id)
-        self._clients[client_id] = connection
+        """Make a logged-in connection the one of its client."""
+        self._done_pending(connection)
+        identity = connection.identity or ""
+        previous = self._clients.get(identity)
+        self._clients[identity] = connection
         if previous is not None and previous is not connection:
             _LOGGER.debug("MQTT client %s connected again", connection.client_id)
             previous.close()
 
     def forget(self, connection: MqttConnection) -> None:
         """Drop a closed connection."""
+        if connection not in self._connections:
+            return
         self._connections.discard(connection)
-        if (
-            connection.client_id is not None
-            and self._clients.get(connection.client_id) is connection
-        ):
-            del self._clients[connection.client_id]
+        if not connection.logged_in:
+            self._done_pending(connection)
+        elif self._clients.get(connection.identity or "") is connection:
+            del self._clients[connection.identity or ""]
+
+    def _done_pending(self, connection: MqttConnection) -> None:
+        peer = connection.peer
+        self._pending[peer] -= 1
+        if self._pending[peer] <= 0:
+            del self._pending[peer]
 
     def _sweep(self) -> None:
         now = time.monotonic()
-        for connection in [c for c in self._connections if c.expired(now)]:
-            _LOGGER.debug(
-                "Dropping silent MQTT client %s from %s",
-                connection.client_id,
-                connection.peer,
-            )
-            connection.close()
+        for connection in list(self._connections):
+            if connection.stuck(now):
+                connection.abort()  # its close never got its bytes out
+            elif not connection.closed and connection.expired(now):
+                _LOGGER.debug(
+                    "Dropping silent MQTT client %s from %s",
+                    connection.client_id,
+                    connection.peer,
+                )
+                connection.close()
         self._sweeper = asyncio.get_running_loop().call_later(
             SWEEP_INTERVAL, self._sweep
         )
 
-    def close_client(self, client_id: str) -> None:
-        """Close the connection of a client id (a device that was removed)."""
-        if (connection := self._clients.get(client_id)) is not None:
+    def close_client(self, identity: str) -> None:
+        """Close the connection of a client (a device that was removed)."""
+        if (connection := self._clients.get(identity)) is not None:
             connection.close()
