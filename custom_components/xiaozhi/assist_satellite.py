@@ -58,6 +58,12 @@ ABORT_WAKE_WORD: Final = "wake_word_detected"
 ANNOUNCER: Final = "Home Assistant"  # the alert's title line
 NOTIFY_RATE: Final = 24000
 NOTIFY_FETCH_TIMEOUT: Final = 10.0  # the firmware fetches at once when idle
+# Home Assistant cancels a turn's pipeline before its own announcement,
+# conversation or question; if none of them reaches the device by then, the
+# turn is ended rather than left listening to nobody.
+TAKEOVER_GRACE: Final = 5.0
+# After a question the device listens again by itself (auto mode).
+ANSWER_START_TIMEOUT: Final = 10.0
 
 
 async def async_setup_entry(
@@ -93,6 +99,7 @@ class XiaozhiAssistSatellite(XiaozhiEntity, AssistSatelliteEntity):
         self._wake_phrase: str | None = None
         self._playback: asyncio.Task[None] | None = None
         self._early = EarlyAudio()
+        self._next_turn: asyncio.Future[None] | None = None
 
     @override
     async def async_added_to_hass(self) -> None:
@@ -210,6 +217,9 @@ class XiaozhiAssistSatellite(XiaozhiEntity, AssistSatelliteEntity):
             if task is not None:
                 task.cancel()
         self._wake_phrase = None
+        question = self._ask_question_future
+        if question is not None and not question.done():
+            question.set_result(None)  # no answer is coming
         if self.state != AssistSatelliteState.IDLE:
             self.tts_response_finished()
 
@@ -229,6 +239,8 @@ class XiaozhiAssistSatellite(XiaozhiEntity, AssistSatelliteEntity):
         )
         self._wake_phrase = None
         self._turn = self.last_turn = turn
+        if self._next_turn is not None and not self._next_turn.done():
+            self._next_turn.set_result(None)
         for payload in self._early.take_live(self.hass.loop.time()):
             turn.feed(payload)
         self._turn_task = self.manager.entry.async_create_background_task(
@@ -246,6 +258,14 @@ class XiaozhiAssistSatellite(XiaozhiEntity, AssistSatelliteEntity):
             current = asyncio.current_task()
             if current is not None and current.cancelling():
                 raise
+            if self._turn is turn:
+                # Home Assistant's own announcement, conversation or question
+                # is about to take the device; if it fails first, end this.
+                self.manager.entry.async_create_background_task(
+                    self.hass,
+                    self._async_end_unless_taken_over(turn),
+                    f"xiaozhi takeover on {self.manager.mac}",
+                )
             return  # another run (a new turn, an announcement) replaced this one
         except (PipelineNotFound, RuntimeError) as err:
             LOGGER.warning("%s: no voice assistant to answer: %s", self.name, err)
@@ -265,6 +285,14 @@ class XiaozhiAssistSatellite(XiaozhiEntity, AssistSatelliteEntity):
                 if task is not None and task is not asyncio.current_task():
                     task.cancel()
             await self.manager.async_end_conversation()
+
+    async def _async_end_unless_taken_over(self, turn: VoiceTurn) -> None:
+        await asyncio.sleep(TAKEOVER_GRACE)
+        if self._turn is not turn:
+            return  # an announcement or a new turn has the device
+        self._turn = None
+        LOGGER.debug("%s: nothing took over the cancelled turn", self.name)
+        await self._async_after_abort(turn, "cancelled")
 
     async def _say_error(self, turn: VoiceTurn, key: str) -> None:
         turn.end_audio()
@@ -321,9 +349,12 @@ class XiaozhiAssistSatellite(XiaozhiEntity, AssistSatelliteEntity):
         if not self.manager.voice_ready and self.manager.idle_reachable:
             await self._async_announce_idle(announcement)
             return
-        await self._async_play_announcement(announcement)
-        if self.manager.listen_mode != "manual":
-            # After tts stop the device would start listening.
+        if (
+            await self._async_play_announcement(announcement)
+            and self.manager.listen_mode != "manual"
+        ):
+            # After tts stop the device would start listening. (Aborted, it
+            # is the abort's: a wake word goes on to a turn of its own.)
             await self.manager.async_end_conversation()
 
     @override
@@ -338,7 +369,30 @@ class XiaozhiAssistSatellite(XiaozhiEntity, AssistSatelliteEntity):
                 translation_key="conversation_needs_wake",
                 translation_placeholders={"name": self.manager.name},
             )
-        await self._async_play_announcement(start_announcement)
+        if self.manager.listen_mode == "manual":
+            # Push-to-talk: after the announcement it waits for its button.
+            raise HomeAssistantError(
+                translation_domain=DOMAIN,
+                translation_key="no_answer",
+                translation_placeholders={"name": self.manager.name},
+            )
+        self._next_turn = self.hass.loop.create_future()
+        try:
+            played = await self._async_play_announcement(start_announcement)
+            if played:
+                async with asyncio.timeout(ANSWER_START_TIMEOUT):
+                    await self._next_turn
+        except TimeoutError:
+            played = False
+        finally:
+            self._next_turn = None
+        if not played:
+            # Aborted, gone, or it did not listen again: nobody can answer.
+            raise HomeAssistantError(
+                translation_domain=DOMAIN,
+                translation_key="no_answer",
+                translation_placeholders={"name": self.manager.name},
+            )
 
     async def _async_announce_idle(
         self, announcement: AssistSatelliteAnnouncement
@@ -411,7 +465,8 @@ class XiaozhiAssistSatellite(XiaozhiEntity, AssistSatelliteEntity):
 
     async def _async_play_announcement(
         self, announcement: AssistSatelliteAnnouncement
-    ) -> None:
+    ) -> bool:
+        """Play on the open audio; return False when it was cut short (abort)."""
         try:
             rate, frame_ms = self.manager.voice_format
         except XiaozhiError as err:
@@ -442,6 +497,7 @@ class XiaozhiAssistSatellite(XiaozhiEntity, AssistSatelliteEntity):
                     "error": str(failure),
                 },
             ) from failure
+        return not task.cancelled()
 
     async def _play_announcement(
         self, announcement: AssistSatelliteAnnouncement, rate: int, frame_ms: int

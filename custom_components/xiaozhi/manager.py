@@ -501,7 +501,14 @@ class XiaozhiManager:
             return
         if not session.link.always_on:
             self._ending = True
-        await session.end_conversation()
+        try:
+            await session.end_conversation()
+        except XiaozhiError as err:
+            # The link is failing: it ends the conversation by itself.
+            LOGGER.debug("%s: conversation not ended: %s", self.name, err)
+        if session.link.always_on and self._voice is not None:
+            # Whatever the device started meanwhile is over too.
+            self._voice.voice_closed()
 
     # --- commands -------------------------------------------------------
 

@@ -27,7 +27,7 @@ from homeassistant.exceptions import HomeAssistantError
 from .const import LOGGER
 from .helpers import async_device_text
 from .manager import XiaozhiManager
-from .protocol import ConnectionClosedError, ProtocolError, XiaozhiError
+from .protocol import ConnectionClosedError, XiaozhiError
 from .protocol.codec import (
     MIC_SAMPLE_RATE,
     OpusDecoder,
@@ -111,6 +111,7 @@ class VoiceTurn:
         self._stepper = hass.async_create_background_task(
             self._run_steps(), f"xiaozhi voice messages of {manager.mac}"
         )
+        self._speaking = False
         self._tts_stopped = False
         self.ended = False
 
@@ -219,14 +220,16 @@ class VoiceTurn:
 
     async def _start_speaking(self) -> None:
         """Send ``tts start``: the device goes Speaking and its microphone off."""
-        if self._tts_start.done():
+        if self._tts_start.done() or self._speaking:
             return
+        self._speaking = True  # from here on the turn ends with tts stop
         try:
             await self.manager.async_voice_tts("start")
         finally:
             now = self._loop.time()
             self.timings.tts_start_sent = now
-            self._tts_start.set_result(now)
+            if not self._tts_start.done():
+                self._tts_start.set_result(now)
 
     # --- the reply ---------------------------------------------------------
 
@@ -258,7 +261,7 @@ class VoiceTurn:
             )
         except ConnectionClosedError as err:
             LOGGER.debug("%s: reply not played: %s", self.manager.name, err)
-        except (ProtocolError, HomeAssistantError) as err:
+        except Exception as err:  # noqa: BLE001 - a TTS engine raises its own errors
             LOGGER.warning(
                 "%s: the reply could not be spoken: %s", self.manager.name, err
             )
@@ -305,7 +308,7 @@ class VoiceTurn:
         self._close()
 
     async def _stop_speaking(self) -> None:
-        if self._tts_start.done() and not self._tts_stopped:
+        if self._speaking and not self._tts_stopped:
             self._tts_stopped = True
             try:
                 await self.manager.async_voice_tts("stop")
@@ -315,6 +318,10 @@ class VoiceTurn:
     def _close(self) -> None:
         self.ended = True
         self._stepper.cancel()
+        # What is left will not be sent: nobody may wait for it.
+        while not self._steps.empty():
+            self._steps.get_nowait()
+            self._steps.task_done()
         if not self._tts_start.done():
             self._tts_start.cancel()
 

@@ -127,6 +127,7 @@ class FakeTTS(tts.TextToSpeechEntity):
         self.frequency = 880.0
         self.messages: list[str] = []
         self.fail = False
+        self.break_midway: Exception | None = None  # raised after the first half
         self.gate: asyncio.Event | None = None
 
     async def async_get_tts_audio(
@@ -147,10 +148,13 @@ class FakeTTS(tts.TextToSpeechEntity):
         if data is None:
             raise tts.HomeAssistantError("no audio")
         gate = self.gate
+        broken = self.break_midway
 
         async def chunks() -> AsyncIterator[bytes]:
             middle = len(data) // 2
             yield data[:middle]
+            if broken is not None:
+                raise broken
             if gate is not None:
                 await gate.wait()
             yield data[middle:]

@@ -192,6 +192,62 @@ async def test_start_conversation_then_the_device_answers(
     assert talker.listen_starts == 1  # the device's own, after tts stop
 
 
+async def test_abort_during_a_question_gives_no_answer(
+    hass: HomeAssistant,
+    voice: Voice,
+    init_integration: MockConfigEntry,
+    talker: SimulatedDevice,
+) -> None:
+    """The button while the question plays: the caller hears so at once."""
+    await voice.use_agent()
+    voice.tts.seconds = 5.0
+    await connected(talker, init_integration)
+    call = asyncio.create_task(
+        hass.services.async_call(
+            "assist_satellite",
+            "ask_question",
+            {
+                "entity_id": satellite_id(hass),
+                "question": "Which?",
+                "preannounce": False,
+            },
+            blocking=True,
+            return_response=True,
+        )
+    )
+    await talker.wait_for(lambda: talker.speaker.record.received >= 5, timeout=10)
+    await talker.send_abort()
+    with pytest.raises(HomeAssistantError) as err:
+        await asyncio.wait_for(call, 5)
+    assert err.value.translation_key == "no_answer"
+    assert voice.stt.calls == 0
+
+
+async def test_question_to_push_to_talk_is_refused(
+    hass: HomeAssistant,
+    voice: Voice,
+    init_integration: MockConfigEntry,
+    talker: SimulatedDevice,
+) -> None:
+    """In manual mode the device waits for its button after speaking."""
+    await voice.use_agent()
+    await connected(talker, init_integration)
+    await talker.send_listen("start", "manual")
+    await talker.send_listen("stop")
+    await wait_for_runtime(
+        init_integration.runtime_data, lambda m: m.listen_mode == "manual"
+    )
+    with pytest.raises(HomeAssistantError) as err:
+        await hass.services.async_call(
+            "assist_satellite",
+            "start_conversation",
+            {"entity_id": satellite_id(hass), "start_message": "Shall I?"},
+            blocking=True,
+        )
+    assert err.value.translation_key == "no_answer"
+    assert talker.tts_sentences == []
+
+
 async def test_timers_show_and_finish(
     hass: HomeAssistant,
     voice: Voice,

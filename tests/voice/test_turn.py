@@ -128,6 +128,29 @@ async def test_reply_messages_in_order_and_paced(
     assert runtime.data.last_reply == "Sure, done 😊"
 
 
+async def test_tts_engine_failing_mid_reply_ends_the_turn(
+    hass: HomeAssistant,
+    voice: Voice,
+    init_integration: MockConfigEntry,
+    talker: SimulatedDevice,
+) -> None:
+    """An engine's own error (a cloud timeout) mid-stream: said, and over."""
+    await voice.use_agent()
+    voice.tts.seconds = 2.0
+    voice.tts.break_midway = TimeoutError("the cloud did not answer")
+    await talker.wake("你好小智", SPEECH)
+    await closed(talker)
+    assert texts(talker)[-3:] == ["llm", "tts:sentence_start", "tts:stop"]
+    assert talker.tts_sentences[-1] == "Sorry, I cannot speak right now."
+    assert talker.state.emotion == "sad"
+    await hass.async_block_till_done()
+    satellite = er.async_get(hass).async_get_entity_id(
+        "assist_satellite", DOMAIN, f"{MAC}-assist_satellite"
+    )
+    assert satellite is not None
+    assert hass.states.get(satellite).state == "idle"
+
+
 async def test_abort_stops_the_reply_within_a_frame(
     hass: HomeAssistant,
     voice: Voice,

@@ -15,13 +15,14 @@ from homeassistant.helpers import entity_registry as er, intent
 import pytest
 from pytest_homeassistant_custom_component.common import MockConfigEntry
 
+from custom_components.xiaozhi import assist_satellite as satellite_module
 from custom_components.xiaozhi.const import DOMAIN
 from custom_components.xiaozhi.endpoints import MqttLink
 from simulator import SimulatedDevice
 from simulator.voice import dominant_frequency, silence, tone
 from tests.conftest import MAC, wait_for_runtime
 from tests.voice.conftest import Voice
-from tests.voice.test_turn import FRAME, loud_seconds
+from tests.voice.test_turn import FRAME, SPEECH, loud_seconds
 
 LOCAL_URL = "http://127.0.0.1:8123"
 OTA_URL = LOCAL_URL + "/api/xiaozhi/v1/ota/"
@@ -138,6 +139,70 @@ async def test_device_goodbye_ends_the_turn(
     assert any(
         state.attributes.get("event_type") == "conversation_ended" for state in events
     )
+
+
+async def test_a_cancelled_turn_that_nothing_takes_over_ends(
+    hass: HomeAssistant,
+    voice: Voice,
+    init_integration: MockConfigEntry,
+    mqtt_talker: SimulatedDevice,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Home Assistant cancels the turn for a conversation that then fails.
+
+    (Its built-in agent cannot start conversations.) The device is not left
+    listening to nobody: the turn ends with a goodbye.
+    """
+    monkeypatch.setattr(satellite_module, "TAKEOVER_GRACE", 0.05)
+    voice.stt.quiet_after = 30.0  # still listening
+    manager = init_integration.runtime_data
+    await mqtt_talker.wake("你好小智", tone(300, 3.0))
+    await wait_for_runtime(manager, lambda m: m.voice_ready)
+    with pytest.raises(HomeAssistantError):
+        await hass.services.async_call(
+            "assist_satellite",
+            "start_conversation",
+            {"entity_id": _satellite(hass), "start_message": "Hi"},
+            blocking=True,
+        )
+    await conversation_over(mqtt_talker)
+    assert mqtt_talker.state.activity == "idle"
+    await hass.async_block_till_done()
+    assert hass.states.get(_satellite(hass)).state == "idle"
+
+
+async def test_wake_word_during_an_announcement_starts_a_turn(
+    hass: HomeAssistant,
+    voice: Voice,
+    init_integration: MockConfigEntry,
+    mqtt_talker: SimulatedDevice,
+) -> None:
+    """The wake word cuts the announcement short and the user is heard."""
+    await voice.use_agent()
+    voice.tts.seconds = 0.4
+    voice.agent.ask_back = True  # the conversation stays open
+    await mqtt_talker.wake("你好小智", SPEECH)
+    await mqtt_talker.wait_for(lambda: mqtt_talker.listen_starts == 2, timeout=15)
+    voice.agent.ask_back = False
+    voice.tts.seconds = 5.0
+    call = asyncio.create_task(
+        hass.services.async_call(
+            "assist_satellite",
+            "announce",
+            {"entity_id": _satellite(hass), "message": "Long", "preannounce": False},
+            blocking=True,
+        )
+    )
+    await mqtt_talker.wait_for(
+        lambda: mqtt_talker.speaker.record.received >= 5, timeout=15
+    )
+    heard = len(mqtt_talker.stt_texts)
+    mqtt_talker.say(SPEECH)
+    await mqtt_talker.interrupt()
+    await asyncio.wait_for(call, 10)
+    await mqtt_talker.wait_for(lambda: len(mqtt_talker.stt_texts) > heard, timeout=15)
+    assert mqtt_talker.goodbyes_received == 0  # not before the user was heard
+    await conversation_over(mqtt_talker)
 
 
 def _satellite(hass: HomeAssistant) -> str:
