@@ -268,7 +268,9 @@ class XiaozhiAssistSatellite(XiaozhiEntity, AssistSatelliteEntity):
                 )
             return  # another run (a new turn, an announcement) replaced this one
         except (PipelineNotFound, RuntimeError) as err:
-            LOGGER.warning("%s: no voice assistant to answer: %s", self.name, err)
+            LOGGER.warning(
+                "%s: no voice assistant to answer: %s", self.manager.name, err
+            )
             await self._say_error(turn, "voice_error")
         if turn.ended:
             return
@@ -291,7 +293,7 @@ class XiaozhiAssistSatellite(XiaozhiEntity, AssistSatelliteEntity):
         if self._turn is not turn:
             return  # an announcement or a new turn has the device
         self._turn = None
-        LOGGER.debug("%s: nothing took over the cancelled turn", self.name)
+        LOGGER.debug("%s: nothing took over the cancelled turn", self.manager.name)
         await self._async_after_abort(turn, "cancelled")
 
     async def _say_error(self, turn: VoiceTurn, key: str) -> None:

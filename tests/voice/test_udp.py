@@ -15,7 +15,6 @@ from homeassistant.helpers import entity_registry as er, intent
 import pytest
 from pytest_homeassistant_custom_component.common import MockConfigEntry
 
-from custom_components.xiaozhi import assist_satellite as satellite_module
 from custom_components.xiaozhi.const import DOMAIN
 from custom_components.xiaozhi.endpoints import MqttLink
 from simulator import SimulatedDevice
@@ -92,9 +91,8 @@ async def test_turn_over_udp_ends_with_goodbye(
     assert not manager.voice_ready
     assert isinstance(manager.session.link, MqttLink)
     assert manager.session.link.channel is None
-    # The device went back to listening after tts stop (auto mode) before the
-    # goodbye reached it: that late listen start opens no turn.
-    await mqtt_talker.wait_for(lambda: mqtt_talker.listen_starts >= 2)
+    # The device may go back to listening after tts stop (auto mode) before
+    # the goodbye reaches it: that late listen start opens no turn.
     await hass.async_block_till_done()
     assert hass.states.get(_satellite(hass)).state == "idle"
     assert manager.session.audio_open is False
@@ -139,36 +137,6 @@ async def test_device_goodbye_ends_the_turn(
     assert any(
         state.attributes.get("event_type") == "conversation_ended" for state in events
     )
-
-
-async def test_a_cancelled_turn_that_nothing_takes_over_ends(
-    hass: HomeAssistant,
-    voice: Voice,
-    init_integration: MockConfigEntry,
-    mqtt_talker: SimulatedDevice,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """Home Assistant cancels the turn for a conversation that then fails.
-
-    (Its built-in agent cannot start conversations.) The device is not left
-    listening to nobody: the turn ends with a goodbye.
-    """
-    monkeypatch.setattr(satellite_module, "TAKEOVER_GRACE", 0.05)
-    voice.stt.quiet_after = 30.0  # still listening
-    manager = init_integration.runtime_data
-    await mqtt_talker.wake("你好小智", tone(300, 3.0))
-    await wait_for_runtime(manager, lambda m: m.voice_ready)
-    with pytest.raises(HomeAssistantError):
-        await hass.services.async_call(
-            "assist_satellite",
-            "start_conversation",
-            {"entity_id": _satellite(hass), "start_message": "Hi"},
-            blocking=True,
-        )
-    await conversation_over(mqtt_talker)
-    assert mqtt_talker.state.activity == "idle"
-    await hass.async_block_till_done()
-    assert hass.states.get(_satellite(hass)).state == "idle"
 
 
 async def test_wake_word_during_an_announcement_starts_a_turn(
