@@ -4,17 +4,19 @@
 :class:`FleetProcess` runs the same code in a child process, so the devices'
 own work does not run on Home Assistant's loop nor count in its memory; the
 parent drives it over a pipe. Both offer the same coroutines.
+:class:`ChildFleet` does the same for any fleet (the MQTT one), and
+:func:`run_in_fresh_process` runs a whole measurement in a new process.
 
 This module does not import Home Assistant.
 """
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 import multiprocessing
 from multiprocessing.connection import Connection
 import resource
 import time
-from typing import Any
+from typing import Any, Protocol
 
 import aiohttp
 
@@ -96,23 +98,36 @@ class Fleet:
             self._http = None
 
 
-def _child_main(conn: Connection, script: DeviceScript, file_limit: int) -> None:
-    """Serve fleet commands from the parent until told to stop."""
+def raise_file_limit(wanted: int) -> int:
+    """Raise the soft limit of open files towards ``wanted``; return the limit."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft < file_limit:
-        resource.setrlimit(
-            resource.RLIMIT_NOFILE,
-            (
-                file_limit if hard == resource.RLIM_INFINITY else min(file_limit, hard),
-                hard,
-            ),
-        )
-    asyncio.run(_child_loop(conn, script))
+    if soft >= wanted:
+        return soft
+    target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+    return target
 
 
-async def _child_loop(conn: Connection, script: DeviceScript) -> None:
+class CommandFleet(Protocol):
+    """Devices driven by name from the parent: ``close`` ends them."""
+
+    async def close(self) -> None:
+        """Disconnect everything."""
+
+
+def _child_main(
+    conn: Connection,
+    fleet_type: Callable[[DeviceScript], CommandFleet],
+    script: DeviceScript,
+    file_limit: int,
+) -> None:
+    """Serve fleet commands from the parent until told to stop."""
+    raise_file_limit(file_limit)
+    asyncio.run(_child_loop(conn, fleet_type(script)))
+
+
+async def _child_loop(conn: Connection, fleet: CommandFleet) -> None:
     loop = asyncio.get_running_loop()
-    fleet = Fleet(script)
     try:
         while True:
             command, args = await loop.run_in_executor(None, conn.recv)
@@ -130,20 +145,28 @@ async def _child_loop(conn: Connection, script: DeviceScript) -> None:
         conn.send(("ok", None))
 
 
-class FleetProcess:
-    """The same devices in a child process of their own."""
+class ChildFleet:
+    """A fleet (``fleet_type(script)``) in a child process, driven over a pipe."""
 
-    def __init__(self, script: DeviceScript, file_limit: int) -> None:
+    def __init__(
+        self,
+        script: DeviceScript,
+        file_limit: int,
+        fleet_type: Callable[[DeviceScript], CommandFleet],
+    ) -> None:
         """Start the child process."""
         context = multiprocessing.get_context("spawn")
         self._conn, child = context.Pipe()
         self._process = context.Process(
-            target=_child_main, args=(child, script, file_limit), daemon=True
+            target=_child_main,
+            args=(child, fleet_type, script, file_limit),
+            daemon=True,
         )
         self._process.start()
         child.close()
 
-    async def _call(self, command: str, *args: Any) -> Any:
+    async def call(self, command: str, *args: Any) -> Any:
+        """Run one of the fleet's coroutines in the child; return its result."""
         loop = asyncio.get_running_loop()
         self._conn.send((command, args))
         status, result = await loop.run_in_executor(None, self._conn.recv)
@@ -151,33 +174,74 @@ class FleetProcess:
             raise RuntimeError(f"device process failed: {result}")
         return result
 
+    async def close(self) -> None:
+        """Stop the child process."""
+        if self._process.is_alive():
+            await self.call("stop")
+        await asyncio.get_running_loop().run_in_executor(None, self._process.join, 10)
+        self._conn.close()
+
+
+class FleetProcess(ChildFleet):
+    """The same devices as :class:`Fleet` in a child process of their own."""
+
+    def __init__(self, script: DeviceScript, file_limit: int) -> None:
+        """Start the child process."""
+        super().__init__(script, file_limit, Fleet)
+
     async def connect(
         self, url: str, specs: Sequence[DeviceSpec], concurrency: int
     ) -> dict[str, Any]:
         """Connect a device per spec in the child process."""
-        result: dict[str, Any] = await self._call(
+        result: dict[str, Any] = await self.call(
             "connect", url, list(specs), concurrency
         )
         return result
 
     async def disconnect(self) -> dict[str, Any]:
         """Close every device's link."""
-        result: dict[str, Any] = await self._call("disconnect")
+        result: dict[str, Any] = await self.call("disconnect")
         return result
 
     async def stats(self) -> dict[str, Any]:
         """Return requests received and replies sent, over all devices."""
-        result: dict[str, Any] = await self._call("stats")
+        result: dict[str, Any] = await self.call("stats")
         return result
 
     async def reset_counts(self) -> dict[str, Any]:
         """Zero the request and reply counters."""
-        result: dict[str, Any] = await self._call("reset_counts")
+        result: dict[str, Any] = await self.call("reset_counts")
         return result
 
-    async def close(self) -> None:
-        """Stop the child process."""
-        if self._process.is_alive():
-            await self._call("stop")
-        await asyncio.get_running_loop().run_in_executor(None, self._process.join, 10)
-        self._conn.close()
+
+def _send_result(
+    out: Connection, target: Callable[..., Any], args: tuple[Any, ...]
+) -> None:
+    try:
+        result = target(*args)
+    except Exception as err:  # noqa: BLE001 - reported to the parent
+        out.send(("error", repr(err)))
+    else:
+        out.send(("ok", result))
+    out.close()
+
+
+def run_in_fresh_process(target: Callable[..., Any], *args: Any, what: str) -> Any:
+    """Return ``target(*args)`` run in a new process (memory figures of its own).
+
+    ``target`` must be a module-level function; ``what`` names the run in the
+    error raised when it fails.
+    """
+    context = multiprocessing.get_context("spawn")
+    receiver, sender = context.Pipe(duplex=False)
+    process = context.Process(target=_send_result, args=(sender, target, args))
+    process.start()
+    sender.close()
+    try:
+        status, result = receiver.recv()
+    except EOFError:
+        status, result = "error", f"it exited with code {process.exitcode}"
+    process.join()
+    if status != "ok":
+        raise RuntimeError(f"{what} failed: {result}")
+    return result

@@ -15,7 +15,6 @@ import gc
 import json
 import logging
 from pathlib import Path
-import resource
 import shutil
 import socket
 import tempfile
@@ -63,16 +62,6 @@ def free_port() -> int:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
         return port
-
-
-def raise_file_limit(wanted: int) -> int:
-    """Raise the soft limit of open files towards ``wanted``; return the limit."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft >= wanted:
-        return soft
-    target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
-    return target
 
 
 def rss_bytes() -> int:

@@ -19,8 +19,6 @@ child).
 import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
-import multiprocessing
-from multiprocessing.connection import Connection
 import struct
 import time
 import tracemalloc
@@ -28,7 +26,7 @@ from typing import Any
 from unittest.mock import patch
 
 from .device import DeviceScript, FastDevice
-from .harness import raise_file_limit, rss_bytes, settle_memory
+from .fleet import ChildFleet, raise_file_limit, run_in_fresh_process
 
 CONCURRENCY = 64
 KEEPALIVE_S = 60  # the devices' MQTT keep-alive in this run (pings every 30 s)
@@ -211,55 +209,9 @@ class MqttFleet:
         await asyncio.sleep(0.1)
         return {}
 
-
-def _child_main(conn: Connection, script: DeviceScript, file_limit: int) -> None:
-    raise_file_limit(file_limit)
-    asyncio.run(_child_loop(conn, script))
-
-
-async def _child_loop(conn: Connection, script: DeviceScript) -> None:
-    loop = asyncio.get_running_loop()
-    fleet = MqttFleet(script)
-    while True:
-        command, args = await loop.run_in_executor(None, conn.recv)
-        if command == "stop":
-            await fleet.disconnect()
-            conn.send(("ok", None))
-            return
-        try:
-            result = await getattr(fleet, command)(*args)
-        except Exception as err:  # noqa: BLE001 - reported to the parent
-            conn.send(("error", repr(err)))
-        else:
-            conn.send(("ok", result))
-
-
-class MqttFleetProcess:
-    """The same devices in a child process."""
-
-    def __init__(self, script: DeviceScript, file_limit: int) -> None:
-        """Start the child."""
-        context = multiprocessing.get_context("spawn")
-        self._conn, child = context.Pipe()
-        self._process = context.Process(
-            target=_child_main, args=(child, script, file_limit), daemon=True
-        )
-        self._process.start()
-        child.close()
-
-    async def call(self, command: str, *args: Any) -> Any:
-        """Run a fleet command in the child."""
-        loop = asyncio.get_running_loop()
-        self._conn.send((command, args))
-        status, result = await loop.run_in_executor(None, self._conn.recv)
-        if status != "ok":
-            raise RuntimeError(f"MQTT device process failed: {result}")
-        return result
-
     async def close(self) -> None:
-        """Stop the child."""
-        await self.call("stop")
-        await asyncio.get_running_loop().run_in_executor(None, self._process.join, 10)
+        """Disconnect everything (the child process stops)."""
+        await self.disconnect()
 
 
 # ------------------------------------------------------------------ endpoint
@@ -317,6 +269,8 @@ async def _hold(
         MqttServer,
     )
 
+    from .harness import rss_bytes, settle_memory  # noqa: PLC0415
+
     loop = asyncio.get_running_loop()
     server: Any
     if bare:
@@ -326,7 +280,7 @@ async def _hold(
         server = MqttServer(_Accept())
         await server.start("127.0.0.1", 0)
         port = server.port
-    fleet = MqttFleetProcess(script, file_limit)
+    fleet = ChildFleet(script, file_limit, MqttFleet)
     try:
         settle_memory()
         if traced:
@@ -353,31 +307,15 @@ async def _hold(
             await server.stop()
 
 
-def _endpoint_main(
-    n: int, script: DeviceScript, bare: bool, traced: bool, out: Connection
-) -> None:
+def _hold_here(n: int, script: DeviceScript, bare: bool, traced: bool) -> float:
     file_limit = raise_file_limit(2 * n + 256)
-    try:
-        out.send(
-            ("ok", asyncio.run(_hold(n, script, file_limit, bare=bare, traced=traced)))
-        )
-    except Exception as err:  # noqa: BLE001 - reported to the parent
-        out.send(("error", repr(err)))
+    return asyncio.run(_hold(n, script, file_limit, bare=bare, traced=traced))
 
 
 def _fresh(n: int, script: DeviceScript, *, bare: bool, traced: bool) -> float:
-    context = multiprocessing.get_context("spawn")
-    receiver, sender = context.Pipe(duplex=False)
-    process = context.Process(
-        target=_endpoint_main, args=(n, script, bare, traced, sender)
+    return float(
+        run_in_fresh_process(_hold_here, n, script, bare, traced, what="endpoint run")
     )
-    process.start()
-    sender.close()
-    status, result = receiver.recv()
-    process.join()
-    if status != "ok":
-        raise RuntimeError(f"endpoint run failed: {result}")
-    return float(result)
 
 
 def endpoint_memory(n: int, script: DeviceScript) -> dict[str, Any]:
@@ -413,7 +351,7 @@ async def _idle(n: int, params: IdleParams, script: DeviceScript) -> dict[str, A
     from custom_components.xiaozhi.data import DATA_KEY  # noqa: PLC0415
     from custom_components.xiaozhi.protocol import McpClient  # noqa: PLC0415
 
-    from .harness import home_assistant, runtime  # noqa: PLC0415
+    from .harness import home_assistant, rss_bytes, runtime, settle_memory  # noqa: PLC0415
     from .scale import Presence, RequestCounter, lag_during  # noqa: PLC0415
     from .stats import ratio, summary_ms  # noqa: PLC0415
 
@@ -430,7 +368,7 @@ async def _idle(n: int, params: IdleParams, script: DeviceScript) -> dict[str, A
             entries = await home.add_devices(n)
             devices = [runtime(entry) for entry in entries]
             presence = Presence(devices)
-            fleet = MqttFleetProcess(script, file_limit)
+            fleet = ChildFleet(script, file_limit, MqttFleet)
             try:
                 await hass.async_block_till_done()
                 idle = await lag_during(params.idle_window)
@@ -498,29 +436,17 @@ async def _idle(n: int, params: IdleParams, script: DeviceScript) -> dict[str, A
     }
 
 
-def _idle_main(
-    n: int, params: IdleParams, script: DeviceScript, out: Connection
-) -> None:
+def _idle_here(n: int, params: IdleParams, script: DeviceScript) -> dict[str, Any]:
     from .harness import run  # noqa: PLC0415
 
-    try:
-        out.send(("ok", run(lambda: _idle(n, params, script))))
-    except Exception as err:  # noqa: BLE001 - reported to the parent
-        out.send(("error", repr(err)))
+    return run(lambda: _idle(n, params, script))
 
 
 def idle_devices(n: int, params: IdleParams, script: DeviceScript) -> dict[str, Any]:
     """Run the idle measurement in a fresh process (clean memory figures)."""
-    context = multiprocessing.get_context("spawn")
-    receiver, sender = context.Pipe(duplex=False)
-    process = context.Process(target=_idle_main, args=(n, params, script, sender))
-    process.start()
-    sender.close()
-    status, result = receiver.recv()
-    process.join()
-    if status != "ok":
-        raise RuntimeError(f"idle MQTT run failed: {result}")
-    data: dict[str, Any] = result
+    data: dict[str, Any] = run_in_fresh_process(
+        _idle_here, n, params, script, what="idle MQTT run"
+    )
     return data
 
 

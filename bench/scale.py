@@ -34,8 +34,6 @@ from collections.abc import Awaitable, Callable, Sequence
 import contextlib
 from dataclasses import asdict, dataclass
 import gc
-import multiprocessing
-from multiprocessing.connection import Connection
 import time
 import tracemalloc
 from typing import Any
@@ -48,11 +46,16 @@ from custom_components.xiaozhi.protocol import McpClient, McpError, XiaozhiError
 from custom_components.xiaozhi.protocol.firmware import VOLUME_TOOL
 
 from .device import DeviceScript, RawServer
-from .fleet import CONNECT_CONCURRENCY, Fleet, FleetProcess
+from .fleet import (
+    CONNECT_CONCURRENCY,
+    Fleet,
+    FleetProcess,
+    raise_file_limit,
+    run_in_fresh_process,
+)
 from .harness import (
     Home,
     home_assistant,
-    raise_file_limit,
     rss_bytes,
     run,
     runtime,
@@ -458,37 +461,19 @@ async def _scale(
     }
 
 
-def _worker_main(
-    n: int, params: ScaleParams, script: DeviceScript, mode: str, conn: Connection
-) -> None:
-    """Run one size in this (fresh) process and send the result back."""
-    try:
-        result = run(lambda: _worker(n, params, script, mode))
-    except Exception as err:  # noqa: BLE001 - reported to the parent
-        conn.send(("error", repr(err)))
-    else:
-        conn.send(("ok", result))
-    conn.close()
+def _run_worker(
+    n: int, params: ScaleParams, script: DeviceScript, mode: str
+) -> dict[str, Any]:
+    """Run one size in this (fresh) process."""
+    return run(lambda: _worker(n, params, script, mode))
 
 
 def _in_fresh_process(
     n: int, params: ScaleParams, script: DeviceScript, mode: str
 ) -> dict[str, Any]:
-    context = multiprocessing.get_context("spawn")
-    receiver, sender = context.Pipe(duplex=False)
-    process = context.Process(
-        target=_worker_main, args=(n, params, script, mode, sender), daemon=False
+    data: dict[str, Any] = run_in_fresh_process(
+        _run_worker, n, params, script, mode, what=f"scale run with {n} devices"
     )
-    process.start()
-    sender.close()
-    try:
-        status, result = receiver.recv()
-    except EOFError:
-        status, result = "error", f"worker exited with code {process.exitcode}"
-    process.join()
-    if status != "ok":
-        raise RuntimeError(f"scale run with {n} devices failed: {result}")
-    data: dict[str, Any] = result
     return data
 
 
