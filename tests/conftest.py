@@ -54,6 +54,9 @@ TOKEN = "device-token-for-tests-0123456789abcdef"
 BOARD = "xiaozhi-sim"
 FIRMWARE = "2.0.4"
 INTERNAL_URL = "http://192.168.1.10:8123"
+# Where devices on the MQTT + UDP endpoint reach Home Assistant in tests.
+LOOPBACK_URL = "http://127.0.0.1:8123"
+LOOPBACK_OTA_URL = LOOPBACK_URL + "/api/xiaozhi/v1/ota/"
 
 
 @pytest.fixture
@@ -68,13 +71,16 @@ def auto_enable_custom_integrations(enable_custom_integrations: None) -> None:
 
 
 @pytest.fixture
-def endpoint_settings() -> dict[str, Any]:
+def endpoint_settings(request: pytest.FixtureRequest) -> dict[str, Any]:
     """Return the stored transport settings: WebSocket unless a test opts in.
 
-    The MQTT + UDP endpoint opens real ports; ``mqtt_endpoint`` turns it on
-    (on free ports) for the tests of that transport.
+    The MQTT + UDP endpoint opens real ports; the ``mqtt_endpoint`` mark turns
+    it on (on free ports) for the tests of that transport.
     """
-    return {"transport": "websocket", "mqtt_port": 0, "udp_port": 0}
+    if request.node.get_closest_marker("mqtt_endpoint") is None:
+        return {"transport": "websocket", "mqtt_port": 0, "udp_port": 0}
+    request.getfixturevalue("socket_enabled")
+    return {"transport": "auto", "mqtt_port": 0, "udp_port": 0}
 
 
 @pytest.fixture(autouse=True)
@@ -90,10 +96,19 @@ def _stored_endpoint_settings(
 
 
 @pytest.fixture
-async def internal_url(hass: HomeAssistant) -> str:
-    """Give Home Assistant an internal URL, as a real installation has."""
-    await async_process_ha_core_config(hass, {"internal_url": INTERNAL_URL})
-    return INTERNAL_URL
+async def internal_url(hass: HomeAssistant, request: pytest.FixtureRequest) -> str:
+    """Give Home Assistant an internal URL, as a real installation has.
+
+    With the ``mqtt_endpoint`` mark it is on loopback, where the simulated
+    devices reach the endpoint's real ports.
+    """
+    url = (
+        INTERNAL_URL
+        if request.node.get_closest_marker("mqtt_endpoint") is None
+        else LOOPBACK_URL
+    )
+    await async_process_ha_core_config(hass, {"internal_url": url})
+    return url
 
 
 @pytest.fixture

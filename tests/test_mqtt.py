@@ -16,7 +16,6 @@ from homeassistant import config_entries
 from homeassistant.components.http.ban import KEY_FAILED_LOGIN_ATTEMPTS
 from homeassistant.const import ATTR_ENTITY_ID
 from homeassistant.core import HomeAssistant
-from homeassistant.core_config import async_process_ha_core_config
 from homeassistant.exceptions import HomeAssistantError
 from homeassistant.helpers import entity_registry as er, issue_registry as ir
 import pytest
@@ -32,23 +31,16 @@ from custom_components.xiaozhi.endpoints import (
 )
 from custom_components.xiaozhi.protocol.mqtt import Connect, encode_connect
 from simulator import SimulatedDevice
-from tests.conftest import MAC, TOKEN, device_headers, system_info, wait_for_runtime
+from tests.conftest import (
+    LOOPBACK_OTA_URL,
+    MAC,
+    TOKEN,
+    device_headers,
+    system_info,
+    wait_for_runtime,
+)
 
-LOCAL_URL = "http://127.0.0.1:8123"
-OTA_URL = LOCAL_URL + "/api/xiaozhi/v1/ota/"
-
-
-@pytest.fixture
-def endpoint_settings(socket_enabled: None) -> dict[str, Any]:
-    """Open the MQTT + UDP endpoint on free ports."""
-    return {"transport": "auto", "mqtt_port": 0, "udp_port": 0}
-
-
-@pytest.fixture
-async def internal_url(hass: HomeAssistant) -> str:
-    """Devices reach Home Assistant on loopback."""
-    await async_process_ha_core_config(hass, {"internal_url": LOCAL_URL})
-    return LOCAL_URL
+pytestmark = pytest.mark.mqtt_endpoint
 
 
 def _endpoints(hass: HomeAssistant) -> Any:
@@ -62,7 +54,7 @@ async def mqtt_device(
     simulators: Callable[..., SimulatedDevice],
 ) -> SimulatedDevice:
     """Return the paired device, provisioned by OTA and connected over MQTT."""
-    device = simulators(ota_url=OTA_URL, mqtt_reconnect_delay=0.05)
+    device = simulators(ota_url=LOOPBACK_OTA_URL, mqtt_reconnect_delay=0.05)
     await device.provision()
     assert device.uses_mqtt
     await device.connect()

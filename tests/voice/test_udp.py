@@ -6,10 +6,8 @@ conversation; each conversation opens an audio channel with its own key.
 
 import asyncio
 from collections.abc import Callable
-from typing import Any
 
 from homeassistant.core import HomeAssistant
-from homeassistant.core_config import async_process_ha_core_config
 from homeassistant.exceptions import HomeAssistantError
 from homeassistant.helpers import entity_registry as er, intent
 import pytest
@@ -19,25 +17,11 @@ from custom_components.xiaozhi.const import DOMAIN
 from custom_components.xiaozhi.endpoints import MqttLink
 from simulator import SimulatedDevice
 from simulator.voice import dominant_frequency, silence, tone
-from tests.conftest import MAC, wait_for_runtime
+from tests.conftest import LOOPBACK_OTA_URL, MAC, wait_for_runtime
 from tests.voice.conftest import Voice
 from tests.voice.test_turn import FRAME, SPEECH, loud_seconds
 
-LOCAL_URL = "http://127.0.0.1:8123"
-OTA_URL = LOCAL_URL + "/api/xiaozhi/v1/ota/"
-
-
-@pytest.fixture
-def endpoint_settings(socket_enabled: None) -> dict[str, Any]:
-    """Open the MQTT + UDP endpoint on free ports."""
-    return {"transport": "auto", "mqtt_port": 0, "udp_port": 0}
-
-
-@pytest.fixture
-async def internal_url(hass: HomeAssistant) -> str:
-    """Devices reach Home Assistant on loopback."""
-    await async_process_ha_core_config(hass, {"internal_url": LOCAL_URL})
-    return LOCAL_URL
+pytestmark = pytest.mark.mqtt_endpoint
 
 
 @pytest.fixture
@@ -46,7 +30,7 @@ async def mqtt_talker(
     simulators: Callable[..., SimulatedDevice],
 ) -> SimulatedDevice:
     """Return the paired device, connected over MQTT and idle."""
-    device = simulators(ota_url=OTA_URL, mic_speed=4.0)
+    device = simulators(ota_url=LOOPBACK_OTA_URL, mic_speed=4.0)
     await device.provision()
     await device.connect()
     await wait_for_runtime(init_integration.runtime_data, lambda m: m.connected)
@@ -187,7 +171,7 @@ async def new_firmware(
     simulators: Callable[..., SimulatedDevice],
 ) -> SimulatedDevice:
     """Return a device on firmware that plays ``notify`` sounds, on MQTT."""
-    device = simulators(ota_url=OTA_URL, firmware="2.5.0")
+    device = simulators(ota_url=LOOPBACK_OTA_URL, firmware="2.5.0")
     await device.provision()
     await device.connect()
     manager = init_integration.runtime_data
