@@ -5,14 +5,25 @@ from pathlib import Path
 
 from homeassistant.const import EVENT_STATE_CHANGED, STATE_UNAVAILABLE
 from homeassistant.core import Event, EventStateChangedData, HomeAssistant, callback
+from homeassistant.helpers import entity_registry as er
 import pytest
 from pytest_homeassistant_custom_component.common import MockConfigEntry
 
+from custom_components.xiaozhi.const import DOMAIN
 from simulator import SimulatedDevice
-from tests.conftest import TOKEN, WS_URL, wait_for_runtime
+from tests.conftest import MAC, TOKEN, WS_URL, wait_for_runtime
 from tests.voice.engines import Voice, async_setup_engines, loud, tts_cache_in
 
-__all__ = ["Voice", "loud"]
+__all__ = ["Voice", "loud", "satellite_id"]
+
+
+def satellite_id(hass: HomeAssistant) -> str:
+    """Return the device's satellite entity."""
+    entity_id = er.async_get(hass).async_get_entity_id(
+        "assist_satellite", DOMAIN, f"{MAC}-assist_satellite"
+    )
+    assert entity_id is not None
+    return entity_id
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ from pathlib import Path
 from homeassistant.components import assist_satellite
 from homeassistant.core import HomeAssistant
 from homeassistant.exceptions import HomeAssistantError
-from homeassistant.helpers import entity_registry as er, intent
+from homeassistant.helpers import intent
 import pytest
 from pytest_homeassistant_custom_component.common import (
     MockConfigEntry,
@@ -14,23 +14,14 @@ from pytest_homeassistant_custom_component.common import (
 )
 from pytest_homeassistant_custom_component.test_util.aiohttp import AiohttpClientMocker
 
-from custom_components.xiaozhi.const import CONF_KEEPALIVE, DOMAIN, EVENT_XIAOZHI
+from custom_components.xiaozhi.const import CONF_KEEPALIVE, EVENT_XIAOZHI
 from simulator import SimulatedDevice
 from simulator.voice import dominant_frequency, read_audio
-from tests.conftest import MAC, wait_for_runtime
-from tests.voice.conftest import Voice, connected
+from tests.conftest import wait_for_runtime
+from tests.voice.conftest import Voice, connected, satellite_id
 from tests.voice.test_turn import FRAME, SPEECH, closed, texts
 
 PREANNOUNCE = Path(assist_satellite.__file__).parent / "preannounce.mp3"
-
-
-def satellite_id(hass: HomeAssistant) -> str:
-    """Return the device's satellite entity."""
-    entity_id = er.async_get(hass).async_get_entity_id(
-        "assist_satellite", DOMAIN, f"{MAC}-assist_satellite"
-    )
-    assert entity_id is not None
-    return entity_id
 
 
 def preannounce_seconds() -> float:

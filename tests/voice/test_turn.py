@@ -14,7 +14,7 @@ from custom_components.xiaozhi.const import DOMAIN
 from simulator import SimulatedDevice
 from simulator.voice import dominant_frequency, silence, tone
 from tests.conftest import MAC, MAC2, TOKEN, TOKEN2, WS_URL, wait_for_runtime
-from tests.voice.conftest import Voice, loud
+from tests.voice.conftest import Voice, loud, satellite_id
 
 FRAME = 0.06
 SPEECH = tone(440, 1.0) + silence(1.0)
@@ -144,11 +144,7 @@ async def test_tts_engine_failing_mid_reply_ends_the_turn(
     assert talker.tts_sentences[-1] == "Sorry, I cannot speak right now."
     assert talker.state.emotion == "sad"
     await hass.async_block_till_done()
-    satellite = er.async_get(hass).async_get_entity_id(
-        "assist_satellite", DOMAIN, f"{MAC}-assist_satellite"
-    )
-    assert satellite is not None
-    assert hass.states.get(satellite).state == "idle"
+    assert hass.states.get(satellite_id(hass)).state == "idle"
 
 
 async def test_abort_stops_the_reply_within_a_frame(
@@ -296,12 +292,8 @@ async def test_device_gone_mid_turn(
     runtime = init_integration.runtime_data
     await wait_for_runtime(runtime, lambda d: d.session is None)
     await hass.async_block_till_done()
-    satellite = er.async_get(hass).async_get_entity_id(
-        "assist_satellite", DOMAIN, f"{MAC}-assist_satellite"
-    )
-    assert satellite is not None
     # Lost, not ended: with keep-alive on, that is unavailable.
-    assert hass.states.get(satellite).state == "unavailable"
+    assert hass.states.get(satellite_id(hass)).state == "unavailable"
     assert not runtime.data.expected_disconnect
 
     # Another phrase: the same one within 2 s is a duplicate wake-up.
@@ -310,7 +302,7 @@ async def test_device_gone_mid_turn(
     await closed(talker, links=2)
     assert talker.close_reasons == ["dropped", "server_closed"]
     assert voice.stt.calls == 2
-    assert hass.states.get(satellite).state == "idle"
+    assert hass.states.get(satellite_id(hass)).state == "idle"
 
 
 async def test_push_to_talk(
@@ -358,12 +350,9 @@ async def test_listening_without_a_satellite_is_ended(
 ) -> None:
     """With the satellite disabled, a listening device is told and let go."""
     caplog.set_level(logging.INFO)
-    registry = er.async_get(hass)
-    satellite = registry.async_get_entity_id(
-        "assist_satellite", DOMAIN, f"{MAC}-assist_satellite"
+    er.async_get(hass).async_update_entity(
+        satellite_id(hass), disabled_by=er.RegistryEntryDisabler.USER
     )
-    assert satellite is not None
-    registry.async_update_entity(satellite, disabled_by=er.RegistryEntryDisabler.USER)
     await hass.async_block_till_done()
     await talker.wake("你好小智", SPEECH)
     await closed(talker)
@@ -384,12 +373,9 @@ async def test_the_wake_word_is_reported(
     voice.tts.seconds = 0.2
     await talker.wake("Hi ESP", SPEECH)
     await closed(talker)
-    satellite = er.async_get(hass).async_get_entity_id(
-        "assist_satellite", DOMAIN, f"{MAC}-assist_satellite"
-    )
     client = await hass_ws_client(hass)
     await client.send_json_auto_id(
-        {"type": "assist_satellite/get_configuration", "entity_id": satellite}
+        {"type": "assist_satellite/get_configuration", "entity_id": satellite_id(hass)}
     )
     config = (await client.receive_json())["result"]
     assert config["active_wake_words"] == ["Hi ESP"]
@@ -399,7 +385,7 @@ async def test_the_wake_word_is_reported(
     await client.send_json_auto_id(
         {
             "type": "assist_satellite/set_wake_words",
-            "entity_id": satellite,
+            "entity_id": satellite_id(hass),
             "wake_word_ids": ["Hi ESP"],
         }
     )
@@ -407,7 +393,7 @@ async def test_the_wake_word_is_reported(
     await client.send_json_auto_id(
         {
             "type": "assist_satellite/set_wake_words",
-            "entity_id": satellite,
+            "entity_id": satellite_id(hass),
             "wake_word_ids": [],
         }
     )

@@ -9,16 +9,15 @@ from collections.abc import Callable
 
 from homeassistant.core import HomeAssistant
 from homeassistant.exceptions import HomeAssistantError
-from homeassistant.helpers import entity_registry as er, intent
+from homeassistant.helpers import intent
 import pytest
 from pytest_homeassistant_custom_component.common import MockConfigEntry
 
-from custom_components.xiaozhi.const import DOMAIN
 from custom_components.xiaozhi.endpoints import MqttLink
 from simulator import SimulatedDevice
 from simulator.voice import dominant_frequency, silence, tone
-from tests.conftest import LOOPBACK_OTA_URL, MAC, wait_for_runtime
-from tests.voice.conftest import Voice
+from tests.conftest import LOOPBACK_OTA_URL, wait_for_runtime
+from tests.voice.conftest import Voice, satellite_id
 from tests.voice.test_turn import FRAME, SPEECH, loud_seconds
 
 pytestmark = pytest.mark.mqtt_endpoint
@@ -78,7 +77,7 @@ async def test_turn_over_udp_ends_with_goodbye(
     # The device may go back to listening after tts stop (auto mode) before
     # the goodbye reaches it: that late listen start opens no turn.
     await hass.async_block_till_done()
-    assert hass.states.get(_satellite(hass)).state == "idle"
+    assert hass.states.get(satellite_id(hass)).state == "idle"
     assert manager.session.audio_open is False
     # ... and the goodbye leaves the device idle, its microphone off.
     assert mqtt_talker.state.activity == "idle"
@@ -141,7 +140,7 @@ async def test_wake_word_during_an_announcement_starts_a_turn(
         hass.services.async_call(
             "assist_satellite",
             "announce",
-            {"entity_id": _satellite(hass), "message": "Long", "preannounce": False},
+            {"entity_id": satellite_id(hass), "message": "Long", "preannounce": False},
             blocking=True,
         )
     )
@@ -155,14 +154,6 @@ async def test_wake_word_during_an_announcement_starts_a_turn(
     await mqtt_talker.wait_for(lambda: len(mqtt_talker.stt_texts) > heard, timeout=15)
     assert mqtt_talker.goodbyes_received == 0  # not before the user was heard
     await conversation_over(mqtt_talker)
-
-
-def _satellite(hass: HomeAssistant) -> str:
-    entity_id = er.async_get(hass).async_get_entity_id(
-        "assist_satellite", DOMAIN, f"{MAC}-assist_satellite"
-    )
-    assert entity_id is not None
-    return entity_id
 
 
 @pytest.fixture
@@ -193,7 +184,7 @@ async def test_idle_announcement_is_fetched_and_played(
     await hass.services.async_call(
         "assist_satellite",
         "announce",
-        {"entity_id": _satellite(hass), "message": "Dinner is ready"},
+        {"entity_id": satellite_id(hass), "message": "Dinner is ready"},
         blocking=True,
     )
     took = loop.time() - started
@@ -221,7 +212,7 @@ async def test_idle_announcement_on_older_firmware_shows_the_text(
     await hass.services.async_call(
         "assist_satellite",
         "announce",
-        {"entity_id": _satellite(hass), "message": "Dinner is ready"},
+        {"entity_id": satellite_id(hass), "message": "Dinner is ready"},
         blocking=True,
     )
     await mqtt_talker.wait_for(lambda: bool(mqtt_talker.alerts))
@@ -233,7 +224,7 @@ async def test_idle_announcement_on_older_firmware_shows_the_text(
         await hass.services.async_call(
             "assist_satellite",
             "announce",
-            {"entity_id": _satellite(hass), "media_id": "http://example.com/x.mp3"},
+            {"entity_id": satellite_id(hass), "media_id": "http://example.com/x.mp3"},
             blocking=True,
         )
 
@@ -249,7 +240,7 @@ async def test_idle_device_cannot_be_asked(
         await hass.services.async_call(
             "assist_satellite",
             "start_conversation",
-            {"entity_id": _satellite(hass), "start_message": "Lights off?"},
+            {"entity_id": satellite_id(hass), "start_message": "Lights off?"},
             blocking=True,
         )
 
