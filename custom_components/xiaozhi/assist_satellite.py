@@ -371,25 +371,21 @@ class XiaozhiAssistSatellite(XiaozhiEntity, AssistSatelliteEntity):
                 translation_key="conversation_needs_wake",
                 translation_placeholders={"name": self.manager.name},
             )
-        if self.manager.listen_mode == "manual":
-            # Push-to-talk: after the announcement it waits for its button.
-            raise HomeAssistantError(
-                translation_domain=DOMAIN,
-                translation_key="no_answer",
-                translation_placeholders={"name": self.manager.name},
-            )
-        self._next_turn = self.hass.loop.create_future()
-        try:
-            played = await self._async_play_announcement(start_announcement)
-            if played:
-                async with asyncio.timeout(ANSWER_START_TIMEOUT):
-                    await self._next_turn
-        except TimeoutError:
-            played = False
-        finally:
-            self._next_turn = None
-        if not played:
-            # Aborted, gone, or it did not listen again: nobody can answer.
+        listening = False
+        # Push-to-talk waits for its button after the announcement: not asked.
+        if self.manager.listen_mode != "manual":
+            self._next_turn = self.hass.loop.create_future()
+            try:
+                if await self._async_play_announcement(start_announcement):
+                    async with asyncio.timeout(ANSWER_START_TIMEOUT):
+                        await self._next_turn
+                    listening = True
+            except TimeoutError:
+                pass  # it did not listen again
+            finally:
+                self._next_turn = None
+        if not listening:
+            # Push-to-talk, aborted, gone or not listening: nobody can answer.
             raise HomeAssistantError(
                 translation_domain=DOMAIN,
                 translation_key="no_answer",
