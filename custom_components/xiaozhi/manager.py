@@ -119,7 +119,6 @@ class XiaozhiManager:
         self._pending_link: LinkInfo | None = None
         self._shutting_down = False
         self._voice: VoiceHandler | None = None
-        self._ending = False
         self.listen_mode: str | None = None
 
     async def async_setup(self) -> None:
@@ -371,7 +370,8 @@ class XiaozhiManager:
             return
         self.session = None
         self._uploads = None
-        expected, self._ending = self._ending, False
+        # Home Assistant ended the conversation (WebSocket): away as planned.
+        expected = reason is CloseReason.CONVERSATION_ENDED
         if self._shutting_down or expected or not self.keepalive:
             LOGGER.debug("%s disconnected (%s)", self.name, reason)
         else:
@@ -499,8 +499,6 @@ class XiaozhiManager:
         session = self.session
         if session is None or session.closed:
             return
-        if not session.link.always_on:
-            self._ending = True
         try:
             await session.end_conversation()
         except XiaozhiError as err:
