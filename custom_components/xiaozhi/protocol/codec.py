@@ -30,6 +30,14 @@ SPEAKER_BIT_RATE: Final = 32000
 MAX_WAV_HEADER: Final = 64 * 1024
 
 
+def resampled_pcm(resampler: AudioResampler, frame: AudioFrame | None) -> bytes:
+    """Return 16-bit PCM of ``frame`` through ``resampler`` (None: flush it)."""
+    return b"".join(
+        bytes(out.planes[0])[: out.samples * SAMPLE_WIDTH]
+        for out in resampler.resample(frame)
+    )
+
+
 def pcm_bytes(sample_rate: int, duration_ms: int) -> int:
     """Return the size of 16-bit mono PCM of that duration."""
     return sample_rate * duration_ms // 1000 * SAMPLE_WIDTH
@@ -65,11 +73,7 @@ class OpusDecoder:
             return self.silence
         try:
             frames = self._codec.decode(av.Packet(packet))
-            pcm = b"".join(
-                bytes(out.planes[0])[: out.samples * SAMPLE_WIDTH]
-                for frame in frames
-                for out in self._resampler.resample(frame)
-            )
+            pcm = b"".join(resampled_pcm(self._resampler, frame) for frame in frames)
         except av.FFmpegError, ValueError:
             self.failed += 1
             return self.silence
@@ -159,10 +163,6 @@ class PcmConverter:
         frame.sample_rate = self.sample_rate
         return self._resample(frame)
 
-    def convert_frame(self, frame: AudioFrame) -> bytes:
-        """Convert a frame PyAV decoded."""
-        return self._resample(frame)
-
     def flush(self) -> bytes:
         """Return what the resampler still holds."""
         if self._passthrough:
@@ -170,10 +170,7 @@ class PcmConverter:
         return self._resample(None)
 
     def _resample(self, frame: AudioFrame | None) -> bytes:
-        return b"".join(
-            bytes(out.planes[0])[: out.samples * SAMPLE_WIDTH]
-            for out in self._resampler.resample(frame)
-        )
+        return resampled_pcm(self._resampler, frame)
 
 
 @dataclass(frozen=True, slots=True)
@@ -294,10 +291,10 @@ def decode_file(data: bytes, target_rate: int) -> Iterator[bytes]:
             stream = container.streams.audio[0]
             resampler = AudioResampler(format="s16", layout="mono", rate=target_rate)
             for frame in container.decode(stream):
-                for out in resampler.resample(frame):
-                    yield bytes(out.planes[0])[: out.samples * SAMPLE_WIDTH]
-            for out in resampler.resample(None):
-                yield bytes(out.planes[0])[: out.samples * SAMPLE_WIDTH]
+                if pcm := resampled_pcm(resampler, frame):
+                    yield pcm
+            if pcm := resampled_pcm(resampler, None):
+                yield pcm
     except (av.FFmpegError, ValueError, EOFError) as err:
         raise ProtocolError(f"cannot decode audio: {err}") from err
 
