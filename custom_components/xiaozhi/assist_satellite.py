@@ -187,7 +187,7 @@ class XiaozhiAssistSatellite(XiaozhiEntity, AssistSatelliteEntity):
                 if phrase:
                     self.data.async_set_wake_word(phrase)
             case DeviceEventType.LISTENING_STARTED:
-                self._start_turn(str(event.data.get("mode") or "auto"))
+                self._start_turn()
             case DeviceEventType.LISTENING_STOPPED:
                 if self._turn is not None:
                     self._turn.end_audio()
@@ -224,7 +224,7 @@ class XiaozhiAssistSatellite(XiaozhiEntity, AssistSatelliteEntity):
             self.tts_response_finished()
 
     @callback
-    def _start_turn(self, mode: str) -> None:
+    def _start_turn(self) -> None:
         if self._turn is not None:
             # A new listen start ends the old turn (the device moved on).
             self._turn.cancel()
@@ -233,7 +233,6 @@ class XiaozhiAssistSatellite(XiaozhiEntity, AssistSatelliteEntity):
         turn = VoiceTurn(
             self.hass,
             self.manager,
-            mode=mode,
             wake_phrase=self._wake_phrase,
             on_played=self.tts_response_finished,
         )

@@ -109,7 +109,6 @@ class DeviceEndpoints:
         self.settings = EndpointSettings()
         self.mqtt: MqttServer | None = None
         self.udp: UdpEndpoint | None = None
-        self.errors: dict[str, str] = {}
         self._reports = 0
 
     # --- life cycle ------------------------------------------------------
@@ -160,7 +159,6 @@ class DeviceEndpoints:
                     mqtt.port,
                     udp.port,
                 )
-        self.errors = errors
         self._async_update_issues(settings, errors)
         return errors
 

@@ -86,22 +86,18 @@ class VoiceTurn:
         hass: HomeAssistant,
         manager: XiaozhiManager,
         *,
-        mode: str,
         wake_phrase: str | None,
         on_played: Callable[[], None],
     ) -> None:
         """Start listening; ``on_played`` is called once the reply has played."""
         self.hass = hass
         self.manager = manager
-        self.mode = mode
         self.wake_phrase = wake_phrase
         self._on_played = on_played
         self._loop = hass.loop
         self._audio: asyncio.Queue[bytes | None] = asyncio.Queue()
         self._decoder = OpusDecoder(MIC_SAMPLE_RATE)
         self.listening = True
-        self.frames_heard = 0
-        self.frames_dropped = 0
         self.result = TurnResult()
         self.timings = TurnTimings()
         self._tts_token: str | None = None
@@ -119,13 +115,8 @@ class VoiceTurn:
 
     def feed(self, packet: bytes) -> None:
         """Take one Opus packet from the microphone while listening."""
-        if not self.listening:
-            self.frames_dropped += 1
+        if not self.listening or self._audio.qsize() >= MAX_QUEUED_FRAMES:
             return
-        if self._audio.qsize() >= MAX_QUEUED_FRAMES:
-            self.frames_dropped += 1
-            return
-        self.frames_heard += 1
         self._audio.put_nowait(self._decoder.decode(packet))
 
     def end_audio(self) -> None:

@@ -18,30 +18,6 @@ LEAD_FRAMES: Final = 5
 # sent sooner may be dropped.
 TTS_START_SETTLE: Final = 0.1
 
-# Emotions the firmware's themes know.
-EMOTIONS: Final = (
-    "neutral",
-    "happy",
-    "laughing",
-    "funny",
-    "sad",
-    "angry",
-    "crying",
-    "loving",
-    "embarrassed",
-    "surprised",
-    "shocked",
-    "thinking",
-    "winking",
-    "cool",
-    "relaxed",
-    "delicious",
-    "kissy",
-    "confident",
-    "sleepy",
-    "silly",
-    "confused",
-)
 # Emoji an agent puts in its reply, and the face they stand for.
 _EMOJI_EMOTIONS: Final = {
     "😊": "happy",
