@@ -270,7 +270,7 @@ class XiaozhiAssistSatellite(XiaozhiEntity, AssistSatelliteEntity):
             LOGGER.warning(
                 "%s: no voice assistant to answer: %s", self.manager.name, err
             )
-            await self._say_error(turn, "voice_error")
+            await turn.fail("voice_error")
         if turn.ended:
             return
         continues = await turn.finish()
@@ -294,14 +294,6 @@ class XiaozhiAssistSatellite(XiaozhiEntity, AssistSatelliteEntity):
         self._turn = None
         LOGGER.debug("%s: nothing took over the cancelled turn", self.manager.name)
         await self._async_after_abort(turn, "cancelled")
-
-    async def _say_error(self, turn: VoiceTurn, key: str) -> None:
-        turn.end_audio()
-        with contextlib.suppress(XiaozhiError):
-            await self.manager.async_voice_emotion("sad")
-            await self.manager.async_voice_tts(
-                "sentence_start", await async_device_text(self.hass, key)
-            )
 
     @override
     def on_pipeline_event(self, event: PipelineEvent) -> None:

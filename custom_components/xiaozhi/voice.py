@@ -10,6 +10,7 @@ as Opus paced in real time, and ``tts stop`` when playback should have ended.
 
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
+import contextlib
 from dataclasses import dataclass, field
 import logging
 from typing import Any, Final
@@ -193,6 +194,12 @@ class VoiceTurn:
         text = await async_device_text(self.hass, key)
         await self.manager.async_voice_emotion("sad")
         await self.manager.async_voice_tts("sentence_start", text)
+
+    async def fail(self, key: str) -> None:
+        """Stop listening and show why there is no answer (no pipeline ran)."""
+        self.end_audio()
+        with contextlib.suppress(XiaozhiError):
+            await self._show_error(key)
 
     # --- device messages, in order ----------------------------------------
 
