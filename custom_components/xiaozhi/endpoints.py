@@ -220,7 +220,7 @@ class DeviceEndpoints:
             self.hass.config_entries.async_loaded_entries(DOMAIN)
         )
         restarts = [
-            entry.runtime_data.async_restart_for_settings()
+            entry.runtime_data.async_restart("the device transport settings changed")
             for entry in entries
             if (session := entry.runtime_data.session) is not None
             and isinstance(session.link, MqttLink)

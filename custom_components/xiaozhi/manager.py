@@ -232,22 +232,19 @@ class XiaozhiManager:
         The firmware fetches its token from the OTA endpoint at start-up, so a
         restart makes it pick up the new one at once.
         """
-        if self.connected and REBOOT_TOOL in self.data.tools:
-            try:
-                await self.async_reboot()
-            except HomeAssistantError as err:
-                LOGGER.warning("Could not restart %s: %s", self.name, err)
+        await self.async_restart("its token changed")
         if (session := self.session) is not None:
             await session.close(CloseReason.SERVER_CLOSED, "token changed")
 
-    async def async_restart_for_settings(self) -> None:
-        """Restart the device so that it fetches new transport settings.
+    async def async_restart(self, why: str) -> None:
+        """Restart the device, if it can be, so that it fetches the OTA answer.
 
-        The firmware reads where to connect from the OTA answer at start-up.
+        The firmware reads its token and where to connect from the OTA answer
+        at start-up.
         """
         if not self.connected or REBOOT_TOOL not in self.data.tools:
             return
-        LOGGER.info("Restarting %s so that it uses the new settings", self.name)
+        LOGGER.info("Restarting %s: %s", self.name, why)
         try:
             await self.async_reboot()
         except HomeAssistantError as err:
