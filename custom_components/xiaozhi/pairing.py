@@ -8,6 +8,7 @@ codes expire together with their discovery cards.
 
 import asyncio
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 import hmac
@@ -147,11 +148,24 @@ class PairingManager:
 
     def pending_for(self, mac: str) -> list[PendingDevice]:
         """Return the identities with this MAC waiting to be paired."""
+        return self._waiting(lambda other: other == mac)
+
+    def _waiting(self, mac_matches: Callable[[str], bool]) -> list[PendingDevice]:
+        """Return the identities still waiting whose MAC matches."""
         return [
             pending
             for key in list(self._pending)
-            if key[0] == mac and (pending := self.get(*key)) is not None
+            if mac_matches(key[0]) and (pending := self.get(*key)) is not None
         ]
+
+    def _drop(self, key: tuple[str, str]) -> PendingDevice | None:
+        """Forget an identity: its timer stops and its link ends."""
+        pending = self._pending.pop(key, None)
+        if pending is not None:
+            if pending.timer is not None:
+                pending.timer()
+            pending.ended.set()
+        return pending
 
     @callback
     def check_in(
@@ -240,12 +254,8 @@ class PairingManager:
 
     @callback
     def _expire(self, key: tuple[str, str]) -> None:
-        pending = self._pending.pop(key, None)
-        if pending is None:
+        if (pending := self._drop(key)) is None:
             return
-        if pending.timer is not None:
-            pending.timer()
-        pending.ended.set()
         LOGGER.info("Pairing code of %s expired", pending.name)
         if not any(other[0] == pending.mac for other in self._pending):
             self._attempts.pop(pending.mac, None)
@@ -293,20 +303,13 @@ class PairingManager:
     def complete(self, pending: PendingDevice) -> None:
         """Forget the identities of a MAC once one of them is paired."""
         for other in self.pending_for(pending.mac):
-            del self._pending[other.key]
-            if other.timer is not None:
-                other.timer()
-            other.ended.set()
+            self._drop(other.key)
         pending.ended.set()
         self._attempts.pop(pending.mac, None)
 
     async def wait_for_device(self, exclude: set[str]) -> PendingDevice:
         """Return a pending device with a MAC not in ``exclude``, or wait for one."""
-        candidates = [
-            pending
-            for key in list(self._pending)
-            if key[0] not in exclude and (pending := self.get(*key)) is not None
-        ]
+        candidates = self._waiting(lambda mac: mac not in exclude)
         if candidates:
             return candidates[-1]
         waiter: asyncio.Future[PendingDevice] = self._hass.loop.create_future()
@@ -321,10 +324,7 @@ class PairingManager:
     def shutdown(self) -> None:
         """Cancel every timer and waiter."""
         for key in list(self._pending):
-            pending = self._pending.pop(key)
-            if pending.timer is not None:
-                pending.timer()
-            pending.ended.set()
+            self._drop(key)
         for waiter in self._waiters:
             waiter.cancel()
         self._waiters.clear()
