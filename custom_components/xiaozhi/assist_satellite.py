@@ -45,6 +45,7 @@ from .entity import XiaozhiEntity
 from .helpers import async_device_text
 from .manager import XiaozhiConfigEntry, XiaozhiManager
 from .protocol import DeviceEvent, DeviceEventType, ProtocolError, XiaozhiError
+from .protocol.audio import SPEAKER_SAMPLE_RATE
 from .protocol.codec import SAMPLE_WIDTH, decode_file, encode_ogg_opus
 from .protocol.voice import TTS_START_SETTLE, EarlyAudio
 from .voice import VoiceTurn, play_audio, stream_pcm
@@ -56,7 +57,6 @@ MAX_MEDIA_BYTES: Final = 10 * 1024 * 1024
 MEDIA_TIMEOUT: Final = 30.0
 ABORT_WAKE_WORD: Final = "wake_word_detected"
 ANNOUNCER: Final = "Home Assistant"  # the alert's title line
-NOTIFY_RATE: Final = 24000
 NOTIFY_FETCH_TIMEOUT: Final = 10.0  # the firmware fetches at once when idle
 # Home Assistant cancels a turn's pipeline before its own announcement,
 # conversation or question; if none of them reaches the device by then, the
@@ -429,14 +429,14 @@ class XiaozhiAssistSatellite(XiaozhiEntity, AssistSatelliteEntity):
             [
                 chunk
                 async for chunk in self._announcement_pcm(
-                    announcement, NOTIFY_RATE, preannounce=False
+                    announcement, SPEAKER_SAMPLE_RATE, preannounce=False
                 )
             ]
         )
         if not pcm:
             return False
         audio = await self.hass.async_add_executor_job(
-            encode_ogg_opus, pcm, NOTIFY_RATE
+            encode_ogg_opus, pcm, SPEAKER_SAMPLE_RATE
         )
         fetched, revoke = await self.manager.async_notify_sound(
             audio, announcement.message
@@ -449,7 +449,7 @@ class XiaozhiAssistSatellite(XiaozhiEntity, AssistSatelliteEntity):
         finally:
             revoke()
         # Played in real time; the announcement is over when it has played.
-        await asyncio.sleep(len(pcm) / SAMPLE_WIDTH / NOTIFY_RATE)
+        await asyncio.sleep(len(pcm) / SAMPLE_WIDTH / SPEAKER_SAMPLE_RATE)
         return True
 
     async def _async_play_announcement(

@@ -29,8 +29,8 @@ from .const import LOGGER
 from .helpers import async_device_text
 from .manager import XiaozhiManager
 from .protocol import ConnectionClosedError, XiaozhiError
+from .protocol.audio import MIC_SAMPLE_RATE
 from .protocol.codec import (
-    MIC_SAMPLE_RATE,
     OpusDecoder,
     OpusEncoder,
     PcmConverter,

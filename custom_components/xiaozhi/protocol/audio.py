@@ -16,6 +16,11 @@ from typing import Final
 from .errors import ProtocolError
 
 PROTOCOL_VERSIONS: Final = (1, 2, 3)
+# The audio itself: the microphone at 16 kHz, the speaker at the rate the
+# server hello announces (24 kHz), mono Opus in frames of 60 ms.
+MIC_SAMPLE_RATE: Final = 16000
+SPEAKER_SAMPLE_RATE: Final = 24000
+FRAME_DURATION_MS: Final = 60
 AUDIO_TYPE_OPUS: Final = 0
 
 _V2: Final = struct.Struct(">HHIII")

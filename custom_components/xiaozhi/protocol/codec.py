@@ -18,11 +18,9 @@ from av.audio.frame import AudioFrame
 from av.audio.resampler import AudioResampler
 import numpy as np
 
+from .audio import FRAME_DURATION_MS, MIC_SAMPLE_RATE, SPEAKER_SAMPLE_RATE
 from .errors import ProtocolError
 
-MIC_SAMPLE_RATE: Final = 16000
-SPEAKER_SAMPLE_RATE: Final = 24000
-FRAME_DURATION_MS: Final = 60
 SAMPLE_WIDTH: Final = 2
 # Opus at 24 kHz mono: clear speech for a small speaker, about 240 bytes a frame.
 SPEAKER_BIT_RATE: Final = 32000

@@ -6,6 +6,7 @@ from typing import Any, Final, Self
 
 import orjson
 
+from .audio import FRAME_DURATION_MS, SPEAKER_SAMPLE_RATE
 from .errors import ProtocolError
 
 # A tools/list page is about 8 KB and a tool result rarely more; pictures go
@@ -18,9 +19,9 @@ MAX_DEPTH: Final = 64
 
 DEFAULT_AUDIO_PARAMS: Final[dict[str, Any]] = {
     "format": "opus",
-    "sample_rate": 24000,
+    "sample_rate": SPEAKER_SAMPLE_RATE,
     "channels": 1,
-    "frame_duration": 60,
+    "frame_duration": FRAME_DURATION_MS,
 }
 
 _ERROR_ID = re.compile(rb'"id"\s*:\s*(\d{1,18})\s*,\s*"error"\s*:\s*\{')

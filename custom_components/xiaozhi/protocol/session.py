@@ -24,6 +24,7 @@ import logging
 import secrets
 from typing import Any, Final, Protocol
 
+from .audio import FRAME_DURATION_MS, SPEAKER_SAMPLE_RATE
 from .errors import (
     ConnectionClosedError,
     McpError,
@@ -428,12 +429,12 @@ class DeviceSession:
     @property
     def sample_rate(self) -> int:
         """Return the rate of audio sent to the device (the server hello's)."""
-        return int(self.audio_params.get("sample_rate", 24000))
+        return int(self.audio_params.get("sample_rate", SPEAKER_SAMPLE_RATE))
 
     @property
     def frame_duration(self) -> int:
         """Return the duration of one audio frame sent to the device, in ms."""
-        return int(self.audio_params.get("frame_duration", 60))
+        return int(self.audio_params.get("frame_duration", FRAME_DURATION_MS))
 
     # --- MCP ------------------------------------------------------------
 
