@@ -37,6 +37,7 @@ from .const import (
     MAX_MQTT_PACKET,
     MQTT_KEEPALIVE,
 )
+from .helpers import device_base_url
 from .identity import Credentials, Refusal, async_bind, authenticate
 from .manager import UploadUrls, XiaozhiConfigEntry
 from .pairing import normalize_client_id, normalize_mac
@@ -288,8 +289,8 @@ class DeviceEndpoints:
         manager = entry.runtime_data
         up, down = topics(manager.mac)
         link = MqttLink(self, connection, up, down, identity=entry.entry_id)
-        base = (self.hass.config.internal_url or "").rstrip("/") or (
-            f"http://{connection.local}:{self.hass.http.server_port}"
+        base = device_base_url(
+            self.hass, f"http://{connection.local}:{self.hass.http.server_port}"
         )
         link.session = manager.async_open_session(
             link,

@@ -64,6 +64,15 @@ def device_command[SelfT: Named, **P, R](
     return handler  # type: ignore[return-value]
 
 
+def device_base_url(hass: HomeAssistant, origin: str) -> str:
+    """Return the address devices use to reach Home Assistant.
+
+    The configured internal URL wins; without one, ``origin``, the address
+    the device itself used, is the one known to work for it.
+    """
+    return (hass.config.internal_url or origin).rstrip("/")
+
+
 async def async_device_text(
     hass: HomeAssistant, key: str, placeholders: dict[str, str] | None = None
 ) -> str:

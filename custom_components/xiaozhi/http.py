@@ -37,7 +37,7 @@ from .const import (
     URL_WEBSOCKET,
 )
 from .data import DATA_KEY
-from .helpers import async_device_text
+from .helpers import async_device_text, device_base_url
 from .identity import (
     Credentials,
     Refusal,
@@ -89,14 +89,15 @@ def async_setup_http(hass: HomeAssistant) -> UrlViews:
 
 
 def base_url(hass: HomeAssistant, request: web.Request) -> str:
-    """Return the address devices use to reach Home Assistant.
+    """Return the address devices use to reach Home Assistant (see helpers)."""
+    return device_base_url(hass, str(request.url.origin()))
 
-    The configured internal URL wins; without one, the address the device
-    itself used for this request is the one known to work for it.
-    """
-    if hass.config.internal_url:
-        return hass.config.internal_url.rstrip("/")
-    return str(request.url.origin()).rstrip("/")
+
+def websocket_block(
+    hass: HomeAssistant, request: web.Request, token: str
+) -> dict[str, Any]:
+    """Return the OTA answer's ``websocket`` block for a device with ``token``."""
+    return {"url": websocket_url(hass, request), "token": token, "version": 1}
 
 
 def websocket_url(hass: HomeAssistant, request: web.Request) -> str:
@@ -230,11 +231,9 @@ class OtaView(HomeAssistantView):
                 )
                 if mqtt is not None:
                     answer["mqtt"] = mqtt
-                answer["websocket"] = {
-                    "url": websocket_url(hass, request),
-                    "token": entry.data[CONF_TOKEN],
-                    "version": 1,
-                }
+                answer["websocket"] = websocket_block(
+                    hass, request, entry.data[CONF_TOKEN]
+                )
                 return self.json(answer)
         board, firmware = _describe(info, request)
         pending = hass.data[DATA_KEY].pairing.check_in(
@@ -258,11 +257,7 @@ class OtaView(HomeAssistantView):
         # Clients that connect before they are paired (xiaozhi-sdk) need a
         # link now; it is restricted to showing the code until the user
         # enters it, and then its token is the device's.
-        answer["websocket"] = {
-            "url": websocket_url(hass, request),
-            "token": pending.token,
-            "version": 1,
-        }
+        answer["websocket"] = websocket_block(hass, request, pending.token)
         return self.json(answer)
 
 
