@@ -573,6 +573,29 @@ class VisionView(HomeAssistantView):
         return web.Response(text=VISION_ANSWER)
 
 
+class OneTimeTokens[T]:
+    """Secrets that each unlock one value once (the views' one-time URLs)."""
+
+    def __init__(self) -> None:
+        """Start with none handed out."""
+        self._values: dict[str, T] = {}
+
+    def add(self, value: T) -> tuple[str, CALLBACK_TYPE]:
+        """Return a new token for ``value`` and the callback revoking it."""
+        token = secrets.token_urlsafe(24)
+        self._values[token] = value
+
+        @callback
+        def revoke() -> None:
+            self._values.pop(token, None)
+
+        return token, revoke
+
+    def take(self, token: str) -> T | None:
+        """Return the token's value and forget it; None if unknown or used."""
+        return self._values.pop(token, None)
+
+
 class SnapshotView(HomeAssistantView):
     """Screen pictures, uploaded to one-time URLs this view mints."""
 
@@ -582,23 +605,17 @@ class SnapshotView(HomeAssistantView):
 
     def __init__(self) -> None:
         """Start with no URL handed out."""
-        self._tokens: dict[str, str] = {}
+        self._tokens = OneTimeTokens[str]()
 
     def mint(self, base: str, mac: str) -> tuple[str, CALLBACK_TYPE]:
         """Return a one-time upload URL for ``mac`` and the callback revoking it."""
-        token = secrets.token_urlsafe(24)
-        self._tokens[token] = mac
-
-        @callback
-        def revoke() -> None:
-            self._tokens.pop(token, None)
-
+        token, revoke = self._tokens.add(mac)
         return f"{base}{URL_SNAPSHOT}/{token}", revoke
 
     async def post(self, request: web.Request, token: str) -> web.Response:
         """Store the uploaded screen picture."""
         hass = request.app[KEY_HASS]
-        manager = loaded_manager(hass, self._tokens.pop(token, None))
+        manager = loaded_manager(hass, self._tokens.take(token))
         if manager is None:
             await process_wrong_login(request)
             return _error(HTTPStatus.UNAUTHORIZED, "Invalid or used snapshot URL")
@@ -619,23 +636,17 @@ class ClipView(HomeAssistantView):
 
     def __init__(self) -> None:
         """Start with nothing to serve."""
-        self._clips: dict[str, tuple[bytes, asyncio.Event]] = {}
+        self._clips = OneTimeTokens[tuple[bytes, asyncio.Event]]()
 
     def mint(self, base: str, audio: bytes) -> tuple[str, asyncio.Event, CALLBACK_TYPE]:
         """Return a one-time URL of ``audio``, its fetched event and its revoker."""
-        token = secrets.token_urlsafe(24)
         fetched = asyncio.Event()
-        self._clips[token] = (audio, fetched)
-
-        @callback
-        def revoke() -> None:
-            self._clips.pop(token, None)
-
+        token, revoke = self._clips.add((audio, fetched))
         return f"{base}{URL_CLIP}/{token}.ogg", fetched, revoke
 
     async def get(self, request: web.Request, token: str) -> web.Response:
         """Hand the sound to the device, once."""
-        clip = self._clips.pop(token.removesuffix(".ogg"), None)
+        clip = self._clips.take(token.removesuffix(".ogg"))
         if clip is None:
             await process_wrong_login(request)
             return _error(HTTPStatus.NOT_FOUND, "Unknown or used sound URL")
