@@ -385,6 +385,6 @@ class MqttServer:
         )
 
     def close_client(self, identity: str) -> None:
-        """Close the connection of a client (a device that was removed)."""
+        """Close a logged-in client's connection, as if its network dropped."""
         if (connection := self._clients.get(identity)) is not None:
             connection.close()
