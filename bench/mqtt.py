@@ -23,7 +23,6 @@ import struct
 import time
 import tracemalloc
 from typing import Any
-from unittest.mock import patch
 
 from .device import DeviceScript, FastDevice
 from .fleet import ChildFleet, raise_file_limit, run_in_fresh_process
@@ -349,64 +348,58 @@ class IdleParams:
 
 async def _idle(n: int, params: IdleParams, script: DeviceScript) -> dict[str, Any]:
     from custom_components.xiaozhi.data import DATA_KEY  # noqa: PLC0415
-    from custom_components.xiaozhi.protocol import McpClient  # noqa: PLC0415
 
-    from .harness import home_assistant, rss_bytes, runtime, settle_memory  # noqa: PLC0415
-    from .scale import Presence, RequestCounter, lag_during  # noqa: PLC0415
+    from .harness import rss_bytes, runtime, settle_memory  # noqa: PLC0415
+    from .scale import Presence, counted_home, lag_during  # noqa: PLC0415
     from .stats import ratio, summary_ms  # noqa: PLC0415
 
     file_limit = raise_file_limit(4 * n + 1024)
-    counter = RequestCounter()
-    with (
-        patch("custom_components.xiaozhi.manager.KEEPALIVE_INTERVAL", params.keepalive),
-        patch.object(McpClient, "request", counter.wrap(McpClient.request)),
-    ):
-        async with home_assistant() as home:
-            hass = home.hass
-            endpoints = hass.data[DATA_KEY].endpoints
-            await home.add_devices(1)  # loads the platforms' code
-            entries = await home.add_devices(n)
-            devices = [runtime(entry) for entry in entries]
-            presence = Presence(devices)
-            fleet = ChildFleet(script, file_limit, MqttFleet)
-            try:
-                await hass.async_block_till_done()
-                idle = await lag_during(params.idle_window)
-                await fleet.call("stats")  # the child is up
-                settle_memory()
-                rss_before = rss_bytes()
-                specs = [(e.data["mac"], e.data["token"]) for e in entries]
-                started = time.perf_counter()
-                result = await fleet.call(
-                    "connect", "127.0.0.1", endpoints.mqtt.port, specs
-                )
-                if result["failed"]:
-                    raise RuntimeError(f"devices failed: {result['errors']}")
-                await presence.wait_for(n)
-                connect_seconds = time.perf_counter() - started
-                await hass.async_block_till_done()
-                settle_memory()
-                rss_after = rss_bytes()
-                endpoint_connections = endpoints.mqtt.connections
+    async with counted_home(params.keepalive) as (home, counter):
+        hass = home.hass
+        endpoints = hass.data[DATA_KEY].endpoints
+        await home.add_devices(1)  # loads the platforms' code
+        entries = await home.add_devices(n)
+        devices = [runtime(entry) for entry in entries]
+        presence = Presence(devices)
+        fleet = ChildFleet(script, file_limit, MqttFleet)
+        try:
+            await hass.async_block_till_done()
+            idle = await lag_during(params.idle_window)
+            await fleet.call("stats")  # the child is up
+            settle_memory()
+            rss_before = rss_bytes()
+            specs = [(e.data["mac"], e.data["token"]) for e in entries]
+            started = time.perf_counter()
+            result = await fleet.call(
+                "connect", "127.0.0.1", endpoints.mqtt.port, specs
+            )
+            if result["failed"]:
+                raise RuntimeError(f"devices failed: {result['errors']}")
+            await presence.wait_for(n)
+            connect_seconds = time.perf_counter() - started
+            await hass.async_block_till_done()
+            settle_memory()
+            rss_after = rss_bytes()
+            endpoint_connections = endpoints.mqtt.connections
 
-                await fleet.call("reset_counts")
-                counter.reset()
-                busy = await lag_during(params.window)
-                # Stop the keep-alives (a request under way is cancelled, not
-                # lost), let the devices' last replies arrive, then count.
-                for device in devices:
-                    if device.session is not None:
-                        device.session.set_keepalive(None)
-                async with asyncio.timeout(60):
-                    while counter.in_flight:
-                        await counter.idle.wait()
-                await asyncio.sleep(0.2)
-                ha_counts = counter.as_dict()
-                device_counts = await fleet.call("stats")
-                still_ready = len(presence.ready)
-            finally:
-                presence.close()
-                await fleet.close()
+            await fleet.call("reset_counts")
+            counter.reset()
+            busy = await lag_during(params.window)
+            # Stop the keep-alives (a request under way is cancelled, not
+            # lost), let the devices' last replies arrive, then count.
+            for device in devices:
+                if device.session is not None:
+                    device.session.set_keepalive(None)
+            async with asyncio.timeout(60):
+                while counter.in_flight:
+                    await counter.idle.wait()
+            await asyncio.sleep(0.2)
+            ha_counts = counter.as_dict()
+            device_counts = await fleet.call("stats")
+            still_ready = len(presence.ready)
+        finally:
+            presence.close()
+            await fleet.close()
     lost = (
         ha_counts["failed"]
         + ha_counts["in_flight"]

@@ -30,7 +30,7 @@ Per size:
 """
 
 import asyncio
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 import contextlib
 from dataclasses import asdict, dataclass
 import gc
@@ -261,30 +261,39 @@ async def _connect_timed(
     return time.perf_counter() - start
 
 
+@contextlib.asynccontextmanager
+async def counted_home(
+    keepalive: float,
+) -> AsyncIterator[tuple[Home, RequestCounter]]:
+    """Run Home Assistant, its keep-alive every ``keepalive`` s, requests counted."""
+    counter = RequestCounter()
+    with (
+        patch("custom_components.xiaozhi.manager.KEEPALIVE_INTERVAL", keepalive),
+        patch.object(McpClient, "request", counter.wrap(McpClient.request)),
+    ):
+        async with home_assistant() as home:
+            yield home, counter
+
+
 async def _worker(
     n: int, params: ScaleParams, script: DeviceScript, mode: str
 ) -> dict[str, Any]:
     file_limit = raise_file_limit(4 * n + 1024)
-    counter = RequestCounter()
-    with (
-        patch("custom_components.xiaozhi.manager.KEEPALIVE_INTERVAL", params.keepalive),
-        patch.object(McpClient, "request", counter.wrap(McpClient.request)),
-    ):
-        async with home_assistant() as home:
-            fleet: Fleet | FleetProcess = (
-                FleetProcess(script, file_limit)
-                if params.devices == "process"
-                else Fleet(script)
-            )
-            try:
-                if mode == MODE_TRACEMALLOC:
-                    return await _python_memory(home, n, params, fleet)
-                result = await _scale(home, n, params, fleet, counter)
-                if mode == MODE_BOTH:
-                    result |= await _python_memory(home, n, params, fleet)
-                return result
-            finally:
-                await fleet.close()
+    async with counted_home(params.keepalive) as (home, counter):
+        fleet: Fleet | FleetProcess = (
+            FleetProcess(script, file_limit)
+            if params.devices == "process"
+            else Fleet(script)
+        )
+        try:
+            if mode == MODE_TRACEMALLOC:
+                return await _python_memory(home, n, params, fleet)
+            result = await _scale(home, n, params, fleet, counter)
+            if mode == MODE_BOTH:
+                result |= await _python_memory(home, n, params, fleet)
+            return result
+        finally:
+            await fleet.close()
 
 
 def _package(filename: str) -> str:
