@@ -24,6 +24,7 @@ def _is_number(value: Any) -> bool:
     )
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(450)
 def test_bench_smoke(tmp_path: Path) -> None:
     """Every benchmark runs end to end and reports its figures."""
