@@ -18,8 +18,8 @@ from paho.mqtt import client as paho
 from paho.mqtt.enums import CallbackAPIVersion
 import pytest
 
-from custom_components.xiaozhi.protocol import mqtt_server
-from custom_components.xiaozhi.protocol.mqtt import (
+from custom_components.xiaozhi.protocol.mqtt import server as mqtt_server
+from custom_components.xiaozhi.protocol.mqtt.packets import (
     DISCONNECT,
     PINGREQ,
     PINGRESP,
@@ -45,7 +45,7 @@ from custom_components.xiaozhi.protocol.mqtt import (
     encode_subscribe,
     encode_unsubscribe,
 )
-from custom_components.xiaozhi.protocol.mqtt_server import MqttConnection, MqttServer
+from custom_components.xiaozhi.protocol.mqtt.server import MqttConnection, MqttServer
 
 PASSWORD = "secret-token"
 
@@ -461,7 +461,7 @@ async def test_takeover_closes_the_old_connection(
     assert await _closed(old_reader)
     await auth.devices[0].closed.wait()
     assert not auth.devices[1].closed.is_set()
-    server.close_client("dev")
+    auth.devices[1].connection.close()
     await auth.devices[1].closed.wait()
     old_writer.close()
     writer.close()

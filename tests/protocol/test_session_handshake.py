@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from custom_components.xiaozhi.protocol import CloseReason, session as session_module
+from custom_components.xiaozhi.protocol import CloseReason, mcp as mcp_module
 from custom_components.xiaozhi.protocol.events import event_from_frame
 from custom_components.xiaozhi.protocol.messages import DEFAULT_AUDIO_PARAMS
 
@@ -32,14 +32,14 @@ from .fakes import (
     wait,
 )
 
-SESSION_LOGGER = "custom_components.xiaozhi.protocol.session"
+PROTOCOL_LOGGER = "custom_components.xiaozhi.protocol"
 
 
 def session_logs(caplog: pytest.LogCaptureFixture) -> list[tuple[int, str]]:
     return [
         (record.levelno, record.getMessage())
         for record in caplog.records
-        if record.name == SESSION_LOGGER
+        if record.name.startswith(PROTOCOL_LOGGER)
     ]
 
 
@@ -59,7 +59,7 @@ async def test_connection_lost_before_hello(rig: Rig) -> None:
     session = rig.open()
     session.start()
     await session.connection_lost()
-    assert session._hello_timer is None
+    assert session._life._hello_timer is None  # type: ignore[attr-defined]
     assert session.closed is True
     assert rig.handler.closed_reasons == [CloseReason.DEVICE_CLOSED]
     assert rig.transport.close_calls == []
@@ -68,7 +68,7 @@ async def test_connection_lost_before_hello(rig: Rig) -> None:
 async def test_frames_before_hello_are_ignored(
     rig: Rig, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.DEBUG, logger=SESSION_LOGGER)
+    caplog.set_level(logging.DEBUG, logger=PROTOCOL_LOGGER)
     session = rig.open()
     session.start()
     session.feed_text('{"session_id":"","type":"listen","state":"start"}')
@@ -245,7 +245,7 @@ async def test_repeated_cursor_stops_listing(
 async def test_tool_pages_are_limited(
     rig: Rig, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(session_module, "MAX_TOOL_PAGES", 3)
+    monkeypatch.setattr(mcp_module, "MAX_TOOL_PAGES", 3)
 
     def page(params: dict[str, Any], request_id: int) -> Result:
         return Result(
@@ -429,7 +429,7 @@ async def test_close_before_hello_and_late_hello(rig: Rig) -> None:
     session = rig.open(hello_timeout=0.01)
     session.start()
     await session.close(CloseReason.SERVER_CLOSED)
-    assert session._hello_timer is None
+    assert session._life._hello_timer is None  # type: ignore[attr-defined]
     session.feed_text(json.dumps(HELLO))
     assert session.hello is None
     assert session.close_reason is CloseReason.SERVER_CLOSED

@@ -10,8 +10,8 @@ import socket
 
 import pytest
 
-from custom_components.xiaozhi.protocol import udp
-from custom_components.xiaozhi.protocol.udp import (
+from custom_components.xiaozhi.protocol.mqtt import udp
+from custom_components.xiaozhi.protocol.mqtt.udp import (
     HEADER,
     AudioChannel,
     UdpEndpoint,

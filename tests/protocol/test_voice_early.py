@@ -5,10 +5,10 @@ import io
 import av
 import pytest
 
-from custom_components.xiaozhi.protocol.codec import decode_file, encode_ogg_opus
+from custom_components.xiaozhi.protocol.audio.codec import decode_file, encode_ogg_opus
+from custom_components.xiaozhi.protocol.audio.preroll import EARLY_WINDOW, EarlyAudio
 from custom_components.xiaozhi.protocol.firmware import plays_notify, version_tuple
-from custom_components.xiaozhi.protocol.udp import opus_duration_ms
-from custom_components.xiaozhi.protocol.voice import EARLY_WINDOW, EarlyAudio
+from custom_components.xiaozhi.protocol.mqtt.udp import opus_duration_ms
 from simulator.voice import dominant_frequency, tone
 
 

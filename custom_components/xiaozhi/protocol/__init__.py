@@ -14,9 +14,10 @@ from .errors import (
     XiaozhiError,
 )
 from .events import Activity, DeviceEvent, DeviceEventType
+from .link import Link
 from .mcp import McpClient
 from .messages import DeviceHello
-from .session import CloseReason, DeviceSession, Link, SessionHandler
+from .session import CloseReason, DeviceSession, SessionHandler
 from .status import DeviceStatus, Setting
 from .tools import Tool, ToolImage, ToolProperty, ToolResult, validate_arguments
 

@@ -1,17 +1,26 @@
-"""A JSON-RPC 2.0 client for the device's MCP server.
+"""The MCP client of a device's MCP server, over JSON-RPC 2.0.
 
 The device answers a request only when it is well formed, may answer out of
 order, and may not answer at all: every request has a timeout, replies are
 matched by integer id, and a lost link fails every pending request at once.
+On top of the requests sit the three MCP calls the device serves:
+``initialize``, paged ``tools/list`` and ``tools/call``.
 """
 
 import asyncio
 from collections.abc import Awaitable, Callable
 import itertools
 import logging
-from typing import Any
+from typing import Any, Final
 
-from .errors import ConnectionClosedError, McpError, RequestTimeoutError
+from .errors import (
+    ConnectionClosedError,
+    McpError,
+    ProtocolError,
+    RequestTimeoutError,
+    XiaozhiError,
+)
+from .tools import Tool, ToolResult
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -19,6 +28,9 @@ type SendPayload = Callable[[dict[str, Any]], Awaitable[None]]
 type NotificationHandler = Callable[[str, dict[str, Any]], None]
 
 METHOD_NOT_FOUND = -32601
+MCP_PROTOCOL_VERSION: Final = "2024-11-05"
+CLIENT_INFO: Final = {"name": "home-assistant-xiaozhi", "version": "1"}
+MAX_TOOL_PAGES: Final = 64
 
 
 class McpClient:
@@ -133,3 +145,74 @@ class McpClient:
         for future in self._pending.values():
             if not future.done():
                 future.set_exception(ConnectionClosedError(reason))
+
+    # --- MCP ----------------------------------------------------------------
+
+    async def initialize(
+        self, vision_url: str, vision_token: str, timeout: float
+    ) -> dict[str, Any]:
+        """Run ``initialize``; return the device's ``serverInfo`` (maybe empty).
+
+        ``capabilities.vision`` is always sent: some device implementations
+        fail silently without it.
+        """
+        result = await self.request(
+            "initialize",
+            {
+                "protocolVersion": MCP_PROTOCOL_VERSION,
+                "capabilities": {"vision": {"url": vision_url, "token": vision_token}},
+                "clientInfo": CLIENT_INFO,
+            },
+            timeout,
+        )
+        info = result.get("serverInfo") if isinstance(result, dict) else None
+        return info if isinstance(info, dict) else {}
+
+    async def list_tools(self, timeout: float) -> dict[str, Tool]:
+        """Fetch every page of ``tools/list``, user-only tools included.
+
+        ``nextCursor`` is the name of the next tool and is absent on the last
+        page; a repeated cursor or too many pages end the listing.
+        """
+        tools: dict[str, Tool] = {}
+        cursor = ""
+        seen: set[str] = set()
+        for _ in range(MAX_TOOL_PAGES):
+            result = await self.request(
+                "tools/list", {"cursor": cursor, "withUserTools": True}, timeout
+            )
+            if not isinstance(result, dict):
+                raise ProtocolError("tools/list result is not an object")
+            page = result.get("tools")
+            for item in page if isinstance(page, list) else ():
+                tool = Tool.from_json(item)
+                if tool is None:
+                    _LOGGER.debug("Skipping malformed tool %.200r", item)
+                else:
+                    tools[tool.name] = tool
+            next_cursor = result.get("nextCursor")
+            if not isinstance(next_cursor, str) or not next_cursor:
+                break
+            if next_cursor in seen:
+                _LOGGER.warning("Device repeated tools/list cursor %r", next_cursor)
+                break
+            seen.add(next_cursor)
+            cursor = next_cursor
+        else:
+            _LOGGER.warning("Device tools/list exceeded %d pages", MAX_TOOL_PAGES)
+        return tools
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], timeout: float
+    ) -> ToolResult:
+        """Call a tool; a JSON-RPC error comes back as an error result."""
+        try:
+            result = await self.request(
+                "tools/call", {"name": name, "arguments": arguments}, timeout
+            )
+        except McpError as err:
+            return ToolResult.from_error(err.message, err.code)
+        except XiaozhiError as err:
+            err.subject = name
+            raise
+        return ToolResult.from_result(result)

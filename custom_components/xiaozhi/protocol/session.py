@@ -8,13 +8,9 @@ session answers the hello, runs the MCP handshake (``initialize``, paged
 ``tools/list``, device status), keeps the link alive and reports what it
 learns to a :class:`SessionHandler`.
 
-Two life cycles, chosen by :attr:`Link.always_on`:
-
-- WebSocket: the device dials for a conversation; its hello opens the link
-  and the handshake, and closing the link ends the conversation.
-- MQTT + UDP: the link is up from boot; the handshake runs at once (MCP works
-  without audio), each device hello opens an audio channel for a
-  conversation and ``goodbye`` (from either side) closes it.
+What depends on the kind of link (a conversation per WebSocket, or an
+always-on MQTT link with an audio channel per conversation) is the session's
+life cycle (``lifecycle.py``), chosen by :attr:`Link.always_on`.
 """
 
 import asyncio
@@ -22,7 +18,7 @@ from collections.abc import Coroutine
 from enum import StrEnum
 import logging
 import secrets
-from typing import Any, Final, Protocol
+from typing import Any, Protocol
 
 from .audio import FRAME_DURATION_MS, SPEAKER_SAMPLE_RATE
 from .errors import (
@@ -34,29 +30,25 @@ from .errors import (
 )
 from .events import DeviceEvent, event_from_frame, notification_event
 from .firmware import STATUS_TOOL
+from .lifecycle import AlwaysOnLifecycle, Lifecycle, OnDemandLifecycle
+from .link import Link
 from .mcp import McpClient
 from .messages import (
     DEFAULT_AUDIO_PARAMS,
     DeviceHello,
     alert_frame,
     dumps,
-    goodbye_frame,
     llm_frame,
     mcp_frame,
     notify_frame,
     parse_frame,
     recover_error_reply,
-    server_hello,
     stt_frame,
     tts_frame,
 )
 from .tools import Tool, ToolResult
 
 _LOGGER = logging.getLogger(__name__)
-
-MCP_PROTOCOL_VERSION: Final = "2024-11-05"
-CLIENT_INFO: Final = {"name": "home-assistant-xiaozhi", "version": "1"}
-MAX_TOOL_PAGES: Final = 64
 
 
 class CloseReason(StrEnum):
@@ -69,40 +61,6 @@ class CloseReason(StrEnum):
     REPLACED = "replaced"
     SERVER_CLOSED = "server_closed"
     CONVERSATION_ENDED = "conversation_ended"
-
-
-class Link(Protocol):
-    """The transport-neutral seam: what a session needs from a connection."""
-
-    @property
-    def transport(self) -> str:
-        """Return the transport's name (``websocket``, ``mqtt``)."""
-
-    @property
-    def remote(self) -> str | None:
-        """Return the device's address, when known."""
-
-    @property
-    def always_on(self) -> bool:
-        """Return True when the link outlives conversations (MQTT)."""
-
-    def open_audio(self, hello: DeviceHello) -> dict[str, Any]:
-        """Open the audio of a conversation; return what the server hello adds.
-
-        ``transport`` at least: the firmware reads it without a check.
-        """
-
-    def close_audio(self) -> None:
-        """Close the audio of the conversation, if the transport has one apart."""
-
-    async def send_text(self, text: str) -> None:
-        """Send one JSON message; raise ConnectionError when the link is gone."""
-
-    async def send_audio(self, payload: bytes, timestamp: int) -> None:
-        """Send one Opus packet; raise ConnectionError when the link is gone."""
-
-    async def close(self, message: str) -> None:
-        """Close the connection."""
 
 
 class SessionHandler(Protocol):
@@ -141,8 +99,13 @@ class DeviceSession:
         hello_timeout: float = 10.0,
         keepalive_interval: float | None = 50.0,
         audio_params: dict[str, Any] | None = None,
+        mcp: bool = True,
     ) -> None:
-        """Prepare a session; nothing is sent before the device's hello."""
+        """Prepare a session; nothing is sent before the device's hello.
+
+        ``mcp=False`` serves the link without asking the device anything
+        (a device that is not paired yet).
+        """
         self.link = link
         self._handler = handler
         self.session_id = secrets.token_hex(8)
@@ -150,8 +113,8 @@ class DeviceSession:
         self.vision_token = secrets.token_urlsafe(24)
         self.request_timeout = request_timeout
         self.call_timeout = call_timeout
-        self._hello_timeout = hello_timeout
         self._keepalive_interval = keepalive_interval
+        self._use_mcp = mcp
         self.audio_params = audio_params or DEFAULT_AUDIO_PARAMS
         self.mcp = McpClient(self._send_payload, self._on_notification)
         self.hello: DeviceHello | None = None
@@ -160,7 +123,6 @@ class DeviceSession:
         self.status: dict[str, Any] | None = None
         self.ready = False
         self.closed = False
-        self._audio_open = False
         self.close_reason: CloseReason | None = None
         self.audio_frames = 0
         self.audio_bytes = 0
@@ -168,48 +130,47 @@ class DeviceSession:
         self._malformed_frames = 0
         self._tasks: set[asyncio.Task[Any]] = set()
         self._keepalive_task: asyncio.Task[None] | None = None
-        self._hello_timer: asyncio.TimerHandle | None = None
+        self._life: Lifecycle = (
+            AlwaysOnLifecycle(self)
+            if link.always_on
+            else OnDemandLifecycle(self, hello_timeout)
+        )
 
     # --- life cycle -----------------------------------------------------
 
+    @property
+    def closing(self) -> bool:
+        """Return True once the link is being closed (or is gone)."""
+        return self.close_reason is not None
+
     def start(self) -> None:
         """Start waiting for the device's hello (on an always-on link: talk)."""
-        if self._hello_timer is not None or self.hello is not None or self.closed:
-            return
-        if self.link.always_on:
-            if not self._tasks:
-                self._spawn(self._handshake())
-            return
-        loop = asyncio.get_running_loop()
-        self._hello_timer = loop.call_later(self._hello_timeout, self._hello_expired)
+        if not self.closed:
+            self._life.start()
 
     @property
     def audio_open(self) -> bool:
         """Return True while the device can hear and be heard (a conversation)."""
-        if self.closed:
-            return False
-        return self._audio_open if self.link.always_on else self.hello is not None
-
-    def _hello_expired(self) -> None:
-        self._hello_timer = None
-        _LOGGER.warning("Device sent no hello within %g s", self._hello_timeout)
-        self._spawn(self.close(CloseReason.HELLO_TIMEOUT, "no hello"))
-
-    def _cancel_hello_timer(self) -> None:
-        if self._hello_timer is not None:
-            self._hello_timer.cancel()
-            self._hello_timer = None
+        return self._life.audio_open
 
     async def close(self, reason: CloseReason, message: str = "") -> None:
         """Close the link; pending requests fail at once."""
         if self.close_reason is None:
             self.close_reason = reason
-        self._cancel_hello_timer()
+        self._life.stop()
         self.mcp.close(f"session closed: {reason}")
         try:
             await self.link.close(message or str(reason))
         except (ConnectionError, RuntimeError) as err:  # pragma: no cover
             _LOGGER.debug("Closing the link failed: %s", err)
+
+    async def close_for_hello_timeout(self) -> None:
+        """Close a link whose device never said hello."""
+        await self.close(CloseReason.HELLO_TIMEOUT, "no hello")
+
+    async def close_for_conversation_end(self) -> None:
+        """Close the link because Home Assistant ended the conversation."""
+        await self.close(CloseReason.CONVERSATION_ENDED, "conversation ended")
 
     async def connection_lost(self) -> None:
         """Tear down after the connection ended, whatever ended it."""
@@ -217,8 +178,7 @@ class DeviceSession:
             return
         self.closed = True
         self.ready = False
-        self._cancel_hello_timer()
-        self._close_audio()
+        self._life.stop()
         reason = self.close_reason or CloseReason.DEVICE_CLOSED
         self.close_reason = reason
         self.mcp.close(f"connection lost ({reason})")
@@ -233,7 +193,8 @@ class DeviceSession:
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
 
-    def _spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
+    def spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
+        """Run ``coro`` as a task of this session (cancelled when it ends)."""
         task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -246,7 +207,7 @@ class DeviceSession:
             self._keepalive_task.cancel()
             self._keepalive_task = None
         if interval and self.ready and not self.closed:
-            self._keepalive_task = self._spawn(self._keepalive(interval))
+            self._keepalive_task = self.spawn(self._keepalive(interval))
 
     # --- incoming -------------------------------------------------------
 
@@ -261,35 +222,25 @@ class DeviceSession:
             if recovered is not None:
                 self.mcp.fail_request(*recovered)
                 return
-            self._malformed(err, text)
+            self.malformed_frame(err, text)
             return
         kind = frame["type"]
-        always_on = self.link.always_on
         if kind == "mcp":
             answer = self.mcp.handle_payload(frame.get("payload"))
             if answer is not None:
-                self._spawn(self._answer(answer))
+                self.spawn(self._answer(answer))
         elif kind == "hello":
-            if always_on:
-                self._open_conversation(frame)
-            elif self.hello is None:
-                self._on_hello(frame)
-            else:
-                _LOGGER.debug("Ignoring a second hello")
-        elif self.hello is None and not always_on:
-            self._malformed(ProtocolError(f"{kind!r} before hello"), text)
-        elif always_on and kind == "listen" and not self._audio_open:
-            # Sent before the device saw our goodbye (auto mode listens again
-            # after tts stop): the conversation is over.
-            _LOGGER.debug("Ignoring listen after the conversation ended")
-        elif kind == "goodbye" and always_on:
-            if frame.get("session_id") != self.session_id or not self._audio_open:
-                _LOGGER.debug("Ignoring a goodbye for another conversation")
-                return
-            self._close_audio()
-            self._handler.session_event(self, event_from_frame(frame))
+            self._life.on_hello(frame)
+        elif self._life.refuses(kind, text):
+            return
+        elif kind == "goodbye":
+            self._life.on_goodbye(frame)
         else:
-            self._handler.session_event(self, event_from_frame(frame))
+            self.report_frame(frame)
+
+    def report_frame(self, frame: dict[str, Any]) -> None:
+        """Pass what the device did on to the handler."""
+        self._handler.session_event(self, event_from_frame(frame))
 
     def feed_audio(self, payload: bytes) -> None:
         """Handle one Opus packet from the device (already unframed)."""
@@ -307,59 +258,11 @@ class DeviceSession:
         if self.malformed_audio_frames == 1:
             _LOGGER.debug("Ignoring malformed audio frames (%s)", err)
 
-    def _malformed(self, err: Exception, text: str) -> None:
+    def malformed_frame(self, err: Exception, text: str) -> None:
+        """Note a frame that breaks the protocol: one warning, then debug."""
         self._malformed_frames += 1
         level = logging.WARNING if self._malformed_frames == 1 else logging.DEBUG
         _LOGGER.log(level, "Ignoring malformed frame (%s): %.200r", err, text)
-
-    def _on_hello(self, frame: dict[str, Any]) -> None:
-        if self.close_reason is not None:
-            return
-        self._cancel_hello_timer()
-        self.hello = DeviceHello.from_frame(frame)
-        self._spawn(self._handshake())
-
-    def _open_conversation(self, frame: dict[str, Any]) -> None:
-        """Answer a hello on an always-on link: a conversation with audio starts.
-
-        Each one gets its own session id (the device's ``goodbye`` names it)
-        and a fresh audio channel.
-        """
-        if self.close_reason is not None:
-            return
-        self.hello = DeviceHello.from_frame(frame)
-        self._close_audio()
-        self.session_id = secrets.token_hex(8)
-        fields = self.link.open_audio(self.hello)
-        self._audio_open = True
-        hello = server_hello(self.session_id, self.audio_params, fields)
-        self._spawn(self._send_quietly(hello, "hello"))
-
-    def _close_audio(self) -> None:
-        if self._audio_open:
-            self._audio_open = False
-            self.link.close_audio()
-
-    async def end_conversation(self) -> None:
-        """End the conversation as Home Assistant wants it ended.
-
-        On an always-on link, ``goodbye`` closes the device's audio channel
-        and the link stays. Over WebSocket the firmware has no such message:
-        the conversation ends when the link closes.
-        """
-        if not self.link.always_on:
-            await self.close(CloseReason.CONVERSATION_ENDED, "conversation ended")
-            return
-        if not self._audio_open:
-            return
-        self._close_audio()
-        await self.send_frame(goodbye_frame(self.session_id))
-
-    async def _send_quietly(self, frame: dict[str, Any], what: str) -> None:
-        try:
-            await self.send_frame(frame)
-        except ConnectionClosedError as err:
-            _LOGGER.debug("Could not send the %s: %s", what, err)
 
     def _on_notification(self, method: str, params: dict[str, Any]) -> None:
         self._handler.session_event(self, notification_event(method, params))
@@ -397,6 +300,15 @@ class DeviceSession:
             await self._send_payload(payload)
         except ConnectionClosedError as err:
             _LOGGER.debug("Could not answer the device: %s", err)
+
+    async def end_conversation(self) -> None:
+        """End the conversation as Home Assistant wants it ended.
+
+        On an always-on link, ``goodbye`` closes the device's audio channel
+        and the link stays. Over WebSocket the firmware has no such message:
+        the conversation ends when the link closes.
+        """
+        await self._life.end_conversation()
 
     async def send_alert(
         self, status: str, message: str, emotion: str = "neutral"
@@ -438,16 +350,13 @@ class DeviceSession:
 
     # --- MCP ------------------------------------------------------------
 
+    def start_handshake(self) -> None:
+        """Run the handshake: what the life cycle needs first, then MCP."""
+        self.spawn(self._handshake())
+
     async def _handshake(self) -> None:
-        hello = self.hello
         try:
-            if hello is not None and not self.link.always_on:
-                await self.send_frame(
-                    server_hello(
-                        self.session_id, self.audio_params, self.link.open_audio(hello)
-                    )
-                )
-            if (hello is not None and hello.supports_mcp) or self.link.always_on:
+            if await self._life.before_mcp() and self._use_mcp:
                 await self._mcp_handshake()
         except ConnectionClosedError:
             return
@@ -461,65 +370,22 @@ class DeviceSession:
 
     async def _mcp_handshake(self) -> None:
         try:
-            await self._initialize()
+            self.server_info = await self.mcp.initialize(
+                self.vision_url, self.vision_token, self.request_timeout
+            )
         except RequestTimeoutError:
-            if not self.link.always_on:
+            if self._life.mcp_required:
                 raise
-            # No hello says whether an always-on device has MCP: firmware
-            # from before it does not answer.
             _LOGGER.info("Device did not answer initialize: it offers no tools")
             return
         await self.list_tools()
         if STATUS_TOOL in self.tools:
             await self._refresh_status_quietly()
 
-    async def _initialize(self) -> None:
-        result = await self.mcp.request(
-            "initialize",
-            {
-                "protocolVersion": MCP_PROTOCOL_VERSION,
-                "capabilities": {
-                    "vision": {"url": self.vision_url, "token": self.vision_token}
-                },
-                "clientInfo": CLIENT_INFO,
-            },
-            self.request_timeout,
-        )
-        info = result.get("serverInfo") if isinstance(result, dict) else None
-        self.server_info = info if isinstance(info, dict) else {}
-
     async def list_tools(self) -> dict[str, Tool]:
         """Fetch every page of ``tools/list`` (user-only tools included)."""
-        tools: dict[str, Tool] = {}
-        cursor = ""
-        seen: set[str] = set()
-        for _ in range(MAX_TOOL_PAGES):
-            result = await self.mcp.request(
-                "tools/list",
-                {"cursor": cursor, "withUserTools": True},
-                self.request_timeout,
-            )
-            if not isinstance(result, dict):
-                raise ProtocolError("tools/list result is not an object")
-            page = result.get("tools")
-            for item in page if isinstance(page, list) else ():
-                tool = Tool.from_json(item)
-                if tool is None:
-                    _LOGGER.debug("Skipping malformed tool %.200r", item)
-                else:
-                    tools[tool.name] = tool
-            next_cursor = result.get("nextCursor")
-            if not isinstance(next_cursor, str) or not next_cursor:
-                break
-            if next_cursor in seen:
-                _LOGGER.warning("Device repeated tools/list cursor %r", next_cursor)
-                break
-            seen.add(next_cursor)
-            cursor = next_cursor
-        else:
-            _LOGGER.warning("Device tools/list exceeded %d pages", MAX_TOOL_PAGES)
-        self.tools = tools
-        return tools
+        self.tools = await self.mcp.list_tools(self.request_timeout)
+        return self.tools
 
     async def refresh(self) -> None:
         """Fetch the tool list and the status again."""
@@ -554,18 +420,9 @@ class DeviceSession:
         self, name: str, arguments: dict[str, Any], timeout: float | None = None
     ) -> ToolResult:
         """Call a tool; a JSON-RPC error comes back as an error result."""
-        try:
-            result = await self.mcp.request(
-                "tools/call",
-                {"name": name, "arguments": arguments},
-                timeout if timeout is not None else self.call_timeout,
-            )
-        except McpError as err:
-            return ToolResult.from_error(err.message, err.code)
-        except XiaozhiError as err:
-            err.subject = name
-            raise
-        return ToolResult.from_result(result)
+        return await self.mcp.call_tool(
+            name, arguments, timeout if timeout is not None else self.call_timeout
+        )
 
     async def _keepalive(self, interval: float) -> None:
         """Talk to the device often enough that it keeps the link open."""

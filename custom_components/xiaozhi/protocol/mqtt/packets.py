@@ -14,7 +14,7 @@ from enum import IntEnum
 import struct
 from typing import Final
 
-from .errors import ProtocolError
+from ..errors import ProtocolError
 
 MAX_REMAINING_LENGTH: Final = 268_435_455  # four length bytes
 _U16: Final = struct.Struct(">H")

@@ -13,7 +13,7 @@ OTA answer's ``websocket.version``) chooses the framing, both ways:
 import struct
 from typing import Final
 
-from .errors import ProtocolError
+from ..errors import ProtocolError
 
 PROTOCOL_VERSIONS: Final = (1, 2, 3)
 # The audio itself: the microphone at 16 kHz, the speaker at the rate the

@@ -18,8 +18,8 @@ from av.audio.frame import AudioFrame
 from av.audio.resampler import AudioResampler
 import numpy as np
 
-from .audio import FRAME_DURATION_MS, MIC_SAMPLE_RATE, SPEAKER_SAMPLE_RATE
-from .errors import ProtocolError
+from ..errors import ProtocolError
+from .framing import FRAME_DURATION_MS, MIC_SAMPLE_RATE, SPEAKER_SAMPLE_RATE
 
 SAMPLE_WIDTH: Final = 2
 # Opus at 24 kHz mono: clear speech for a small speaker, about 240 bytes a frame.
@@ -61,19 +61,15 @@ class OpusDecoder:
         self._codec.sample_rate = sample_rate
         self._codec.layout = "mono"
         self._resampler = AudioResampler(format="s16", layout="mono", rate=sample_rate)
-        self.packets = 0
-        self.failed = 0
 
     def decode(self, packet: bytes) -> bytes:
         """Return the PCM of one packet (silence for an empty or broken one)."""
-        self.packets += 1
         if not packet:
             return self.silence
         try:
             frames = self._codec.decode(av.Packet(packet))
             pcm = b"".join(resampled_pcm(self._resampler, frame) for frame in frames)
         except av.FFmpegError, ValueError:
-            self.failed += 1
             return self.silence
         return pcm or self.silence
 
@@ -100,7 +96,6 @@ class OpusEncoder:
         self._codec = codec
         self._pending = bytearray()
         self._pts = 0
-        self.packets = 0
 
     def encode(self, pcm: bytes) -> list[bytes]:
         """Take PCM; return the packets of every frame it completes."""
@@ -132,10 +127,9 @@ class OpusEncoder:
         self._pts += self.frame_samples
         return self._packets(self._codec.encode(frame))
 
-    def _packets(self, packets: list[av.Packet[Any]]) -> list[bytes]:
-        out = [bytes(packet) for packet in packets]
-        self.packets += len(out)
-        return out
+    @staticmethod
+    def _packets(packets: list[av.Packet[Any]]) -> list[bytes]:
+        return [bytes(packet) for packet in packets]
 
 
 class PcmConverter:

@@ -28,7 +28,7 @@ import logging
 import time
 from typing import Final, Protocol, override
 
-from .mqtt import (
+from .packets import (
     PINGRESP,
     SUBACK_FAILURE,
     Connect,
@@ -383,8 +383,3 @@ class MqttServer:
         self._sweeper = asyncio.get_running_loop().call_later(
             SWEEP_INTERVAL, self._sweep
         )
-
-    def close_client(self, identity: str) -> None:
-        """Close a logged-in client's connection, as if its network dropped."""
-        if (connection := self._clients.get(identity)) is not None:
-            connection.close()

@@ -1,0 +1,82 @@
+"""Downlink pacing: Opus frames to a device in real time.
+
+A device queues at most 40 packets (2.4 s) and drops the rest, and plays
+only while Speaking. The pacer keeps a few frames ahead of what the device
+has played, one frame at a time in real time, and knows when playback ends.
+"""
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Final
+
+# Frames sent ahead of playback: enough to ride out Wi-Fi jitter, far below
+# the firmware's queue of 40 (20 after its notify change).
+LEAD_FRAMES: Final = 5
+# ``tts start`` takes effect one pass of the device's main loop later; audio
+# sent sooner may be dropped.
+TTS_START_SETTLE: Final = 0.1
+
+type SendAudio = Callable[[bytes, int], Awaitable[None]]
+
+
+@dataclass(slots=True)
+class PacingStats:
+    """What a paced playback did."""
+
+    frames: int = 0
+    max_lead: float = 0.0
+
+
+class DownlinkPacer:
+    """Send Opus frames no more than ``lead`` frames ahead of the device's playback.
+
+    The device plays frames back to back as they arrive; when it runs dry it
+    starts again with the next frame. ``playback_end`` is when it will have
+    played everything sent so far.
+    """
+
+    def __init__(
+        self,
+        send: SendAudio,
+        *,
+        frame_duration: float = 0.06,
+        lead: int = LEAD_FRAMES,
+        not_before: float | None = None,
+    ) -> None:
+        """Send with ``send(packet, timestamp_ms)``, not before ``not_before``."""
+        self._send = send
+        self._frame = frame_duration
+        self._lead = lead
+        self._loop = asyncio.get_running_loop()
+        self._not_before = not_before if not_before is not None else self._loop.time()
+        self.playback_end = self._not_before
+        self.stats = PacingStats()
+        self._timestamp = 0
+
+    @property
+    def lead_seconds(self) -> float:
+        """Return how much audio the device holds now, in seconds."""
+        return max(0.0, self.playback_end - self._loop.time())
+
+    async def send(self, packet: bytes) -> None:
+        """Send one frame as soon as the device has room for it in the lead."""
+        now = self._loop.time()
+        wait = max(
+            self._not_before - now,
+            self.playback_end - now - self._lead * self._frame,
+        )
+        if wait > 0:
+            await asyncio.sleep(wait)
+            now = self._loop.time()
+        await self._send(packet, self._timestamp)
+        self._timestamp += round(self._frame * 1000)
+        self.playback_end = max(self.playback_end, now) + self._frame
+        lead = self.playback_end - now
+        self.stats.frames += 1
+        self.stats.max_lead = max(self.stats.max_lead, lead)
+
+    async def drain(self) -> None:
+        """Wait until the device has played everything sent."""
+        if (remaining := self.playback_end - self._loop.time()) > 0:
+            await asyncio.sleep(remaining)
