@@ -1,19 +1,34 @@
-"""The XiaoZhi integration: Home Assistant as the server of xiaozhi-esp32 devices."""
+"""The XiaoZhi integration: Home Assistant as the server of xiaozhi-esp32 devices.
 
+Two kinds of config entries: one server entry (the settings every device
+shares, and the MQTT + UDP endpoint they open), and one entry per paired
+device, whose runtime is its link (``runtime.py``).
+"""
+
+from functools import partial
+import shutil
+from typing import Any, Final
+
+from homeassistant.config_entries import SOURCE_SYSTEM, ConfigEntry
 from homeassistant.const import EVENT_HOMEASSISTANT_STOP, Platform
 from homeassistant.core import Event, HomeAssistant
 from homeassistant.helpers import config_validation as cv
+from homeassistant.helpers.storage import Store
 from homeassistant.helpers.typing import ConfigType
 
 from .const import DOMAIN
-from .data import DATA_KEY, XiaozhiData
-from .endpoints import DeviceEndpoints
-from .entry_data import device_store
-from .http import DeviceUploads, async_setup_http
-from .identity import async_check_bound, async_forget
-from .manager import XiaozhiConfigEntry, XiaozhiManager
-from .pairing import PairingManager
+from .domain_data import DATA_KEY, XiaozhiDomainData
+from .entry_data import device_store, pictures_dir
+from .pairing.identity import async_check_bound, async_forget
+from .pairing.manager import PairingManager
+from .runtime import XiaozhiConfigEntry, XiaozhiRuntime
 from .services import async_setup_services
+from .settings import SERVER_UNIQUE_ID, ServerSettings, is_server_entry
+from .transport.logins import FailedLogins
+from .transport.mqtt import DeviceEndpoints
+from .transport.ota import ActivateView, OtaView
+from .transport.uploads import UploadViews
+from .transport.websocket import DeviceWebSocketView
 
 CONFIG_SCHEMA = cv.config_entry_only_config_schema(DOMAIN)
 
@@ -31,54 +46,101 @@ PLATFORMS = [
     Platform.SWITCH,
 ]
 
+# Where the transport settings were kept before the server entry held them.
+LEGACY_SETTINGS_KEY: Final = f"{DOMAIN}.endpoints"
+
+type XiaozhiServerEntry = ConfigEntry[DeviceEndpoints]
+
 
 async def async_setup(hass: HomeAssistant, config: ConfigType) -> bool:
-    """Open the device endpoints and register the actions."""
-    views = async_setup_http(hass)
-    endpoints = DeviceEndpoints(hass, lambda base, mac: DeviceUploads(base, views, mac))
-    data = hass.data[DATA_KEY] = XiaozhiData(
-        pairing=PairingManager(hass), endpoints=endpoints
+    """Register the device endpoints and the actions."""
+    logins = FailedLogins()
+    uploads = UploadViews.register(hass, logins)
+    for view in (OtaView(), ActivateView(), DeviceWebSocketView()):
+        hass.http.register_view(view)
+    domain_data = hass.data[DATA_KEY] = XiaozhiDomainData(
+        pairing=PairingManager(hass),
+        endpoints=DeviceEndpoints(hass, uploads, logins),
+        uploads=uploads,
+        logins=logins,
     )
 
     async def _stop(_event: Event) -> None:
-        data.pairing.shutdown()
-        await endpoints.async_stop()
+        domain_data.pairing.shutdown()
+        await domain_data.endpoints.async_stop()
 
     hass.bus.async_listen_once(EVENT_HOMEASSISTANT_STOP, _stop)
-    await endpoints.async_start()
     async_setup_services(hass)
+    await _async_create_server_entry(hass)
     return True
 
 
-async def async_setup_entry(hass: HomeAssistant, entry: XiaozhiConfigEntry) -> bool:
+async def _async_create_server_entry(hass: HomeAssistant) -> None:
+    """Give an installation paired before the server entry existed its entry.
+
+    Its transport settings move from their old store into the entry.
+    """
+    entries = hass.config_entries.async_entries(DOMAIN, include_ignore=False)
+    if not entries or any(is_server_entry(entry) for entry in entries):
+        return
+    store: Store[dict[str, Any]] = Store(hass, 1, LEGACY_SETTINGS_KEY)
+    legacy = await store.async_load() or {}
+    hass.async_create_task(
+        hass.config_entries.flow.async_init(
+            DOMAIN, context={"source": SOURCE_SYSTEM}, data=legacy
+        ),
+        "xiaozhi create server entry",
+    )
+    await store.async_remove()
+
+
+async def async_setup_entry(hass: HomeAssistant, entry: ConfigEntry) -> bool:
+    """Open the server's endpoints, or make a paired device reachable."""
+    if is_server_entry(entry):
+        endpoints = hass.data[DATA_KEY].endpoints
+        await endpoints.async_start(ServerSettings.from_options(entry.options))
+        entry.runtime_data = endpoints
+        return True
+    return await _async_setup_device(hass, entry)
+
+
+async def _async_setup_device(hass: HomeAssistant, entry: XiaozhiConfigEntry) -> bool:
     """Make a paired device reachable, with its last known tools and state."""
-    manager = XiaozhiManager(hass, entry)
-    await manager.async_setup()
-    entry.runtime_data = manager
+    runtime = XiaozhiRuntime(hass, entry)
+    await runtime.async_setup()
+    entry.runtime_data = runtime
     async_check_bound(hass, entry)
 
     async def _stop(_event: Event) -> None:
-        await manager.async_shutdown()
+        await runtime.async_shutdown()
 
     entry.async_on_unload(hass.bus.async_listen_once(EVENT_HOMEASSISTANT_STOP, _stop))
-    entry.async_on_unload(entry.add_update_listener(_async_entry_updated))
+    entry.async_on_unload(entry.add_update_listener(_async_device_updated))
     await hass.config_entries.async_forward_entry_setups(entry, PLATFORMS)
     return True
 
 
-async def _async_entry_updated(hass: HomeAssistant, entry: XiaozhiConfigEntry) -> None:
+async def _async_device_updated(hass: HomeAssistant, entry: XiaozhiConfigEntry) -> None:
     """Apply new options to the live link."""
     entry.runtime_data.async_apply_options()
 
 
-async def async_unload_entry(hass: HomeAssistant, entry: XiaozhiConfigEntry) -> bool:
-    """Remove the device's entities, then close its link."""
+async def async_unload_entry(hass: HomeAssistant, entry: ConfigEntry) -> bool:
+    """Close the server's endpoints, or a device's entities and then its link."""
+    if is_server_entry(entry):
+        await hass.data[DATA_KEY].endpoints.async_stop()
+        return True
     if unload_ok := await hass.config_entries.async_unload_platforms(entry, PLATFORMS):
         await entry.runtime_data.async_shutdown()
     return unload_ok
 
 
-async def async_remove_entry(hass: HomeAssistant, entry: XiaozhiConfigEntry) -> None:
+async def async_remove_entry(hass: HomeAssistant, entry: ConfigEntry) -> None:
     """Forget what was stored and raised about a removed device."""
+    if entry.unique_id == SERVER_UNIQUE_ID:
+        return
     await device_store(hass, entry.entry_id).async_remove()
+    await hass.async_add_executor_job(
+        partial(shutil.rmtree, pictures_dir(hass, entry.entry_id), ignore_errors=True)
+    )
     async_forget(hass, entry)

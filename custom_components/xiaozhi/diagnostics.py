@@ -3,21 +3,39 @@
 from typing import Any
 
 from homeassistant.components.diagnostics import async_redact_data
+from homeassistant.config_entries import ConfigEntry
 from homeassistant.core import HomeAssistant
 
 from .const import CONF_TOKEN
-from .manager import XiaozhiConfigEntry
+from .domain_data import DATA_KEY
+from .runtime import XiaozhiRuntime
+from .settings import is_server_entry
 
 TO_REDACT = {CONF_TOKEN, "vision_token", "ssid", "client_id"}
 
 
 async def async_get_config_entry_diagnostics(
-    hass: HomeAssistant, entry: XiaozhiConfigEntry
+    hass: HomeAssistant, entry: ConfigEntry
 ) -> dict[str, Any]:
-    """Return diagnostics for a config entry."""
-    manager = entry.runtime_data
-    data = manager.data
-    session = manager.session
+    """Return diagnostics for a config entry: the server's, or a device's."""
+    if is_server_entry(entry):
+        domain_data = hass.data[DATA_KEY]
+        endpoints = domain_data.endpoints
+        return {
+            "settings": dict(entry.options),
+            "logins": domain_data.logins.as_dict(),
+            "mqtt_port": endpoints.mqtt.port if endpoints.mqtt else None,
+            "udp_port": endpoints.udp.port if endpoints.udp else None,
+            "mqtt_connections": endpoints.mqtt.connections if endpoints.mqtt else 0,
+            "udp_channels": endpoints.udp.channels if endpoints.udp else 0,
+        }
+    return _device_diagnostics(entry)
+
+
+def _device_diagnostics(entry: ConfigEntry[XiaozhiRuntime]) -> dict[str, Any]:
+    runtime = entry.runtime_data
+    data = runtime.entry_data
+    session = runtime.session
     link = data.link
     return async_redact_data(
         {
@@ -34,8 +52,8 @@ async def async_get_config_entry_diagnostics(
                 "tools": [tool.as_dict() for tool in data.tools.values()],
             },
             "connection": {
-                "connected": manager.connected,
-                "keepalive": manager.keepalive,
+                "connected": runtime.connected,
+                "keepalive": runtime.keepalive,
                 "connects": data.connects,
                 "transport": link.transport if link else None,
                 "remote": link.remote if link else None,

@@ -1,25 +1,36 @@
-"""What is known about one paired device: tools, status, activity, pictures.
+"""What is known about one paired device, its listeners, and its Store.
 
-The entry data holds the state entities read, the listeners they subscribe
-with, and the Store that keeps tools and status across restarts. It knows
-nothing of connections: the manager (``manager.py``) feeds it.
+Identity, tools and status (kept across restarts in the Store), the current
+link, the conversation (activity, listen mode, what was heard and said) and
+the pictures it uploaded. Only the runtime (``runtime.py``) writes it;
+entities read it and subscribe to its changes.
 """
 
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 from typing import Any, Final, TypedDict, override
 
 from homeassistant.core import CALLBACK_TYPE, HomeAssistant, callback
-from homeassistant.helpers.storage import Store
+from homeassistant.helpers.storage import STORAGE_DIR, Store
 from homeassistant.util import dt as dt_util
 
 from .const import DOMAIN
 from .protocol import Activity, DeviceEvent, DeviceStatus, Tool
 
 STORAGE_VERSION: Final = 1
-STORAGE_MINOR_VERSION: Final = 2
+STORAGE_MINOR_VERSION: Final = 3
 SAVE_DELAY: Final = 10.0
+PICTURE_KINDS: Final = ("photo", "screen")
+
+
+class StoredPicture(TypedDict):
+    """What is stored about a picture; its bytes are a file beside the Store."""
+
+    content_type: str
+    question: str
+    taken: str
 
 
 class StoredDevice(TypedDict):
@@ -30,6 +41,7 @@ class StoredDevice(TypedDict):
     board: str | None
     firmware: str | None
     wake_word: str | None
+    pictures: dict[str, StoredPicture]
 
 
 class DeviceStore(Store[StoredDevice]):
@@ -41,8 +53,8 @@ class DeviceStore(Store[StoredDevice]):
     ) -> StoredDevice:
         """Bring stored data from an older version to this one.
 
-        1.1 had no wake word (1.2 adds it, learnt from the device). A newer
-        major version is not guessed at.
+        1.1 had no wake word (1.2 adds it, learnt from the device); 1.3 keeps
+        the pictures. A newer major version is not guessed at.
         """
         if old_major_version > STORAGE_VERSION:
             raise NotImplementedError(
@@ -55,10 +67,16 @@ class DeviceStore(Store[StoredDevice]):
             "board": None,
             "firmware": None,
             "wake_word": None,
+            "pictures": {},
         }
         if isinstance(old_data, dict):
             data.update(old_data)  # type: ignore[typeddict-item]
         return data
+
+
+def pictures_dir(hass: HomeAssistant, entry_id: str) -> Path:
+    """Return where a device's pictures are kept."""
+    return Path(hass.config.path(STORAGE_DIR, DOMAIN, entry_id))
 
 
 def device_store(hass: HomeAssistant, entry_id: str) -> DeviceStore:
@@ -113,10 +131,12 @@ class XiaozhiEntryData:
         self.status = DeviceStatus()
         self.activity = Activity.IDLE
         self.wake_word: str | None = None
+        # How the device listens in the current conversation (auto, manual,
+        # realtime); None outside a conversation.
+        self.listen_mode: str | None = None
         self.last_heard: str | None = None
         self.last_reply: str | None = None
-        self.last_photo: Picture | None = None
-        self.screen: Picture | None = None
+        self._pictures: dict[str, Picture] = {}
         self.link: LinkInfo | None = None
         # The last link was closed by Home Assistant on purpose (a conversation
         # ended): the device is away as expected, not lost.
@@ -126,7 +146,9 @@ class XiaozhiEntryData:
         self._tools_listeners: dict[CALLBACK_TYPE, None] = {}
         self._status_listeners: dict[CALLBACK_TYPE, None] = {}
         self._event_listeners: dict[Callable[[DeviceEvent], None], None] = {}
+        self._hass = hass
         self._store = device_store(hass, entry_id)
+        self._pictures_dir = pictures_dir(hass, entry_id)
 
     # --- persistence ----------------------------------------------------
 
@@ -141,6 +163,20 @@ class XiaozhiEntryData:
         self.board = stored["board"] or self.board
         self.firmware = stored["firmware"] or self.firmware
         self.wake_word = stored["wake_word"]
+        for kind, meta in stored["pictures"].items():
+            if kind not in PICTURE_KINDS:
+                continue
+            content = await self._hass.async_add_executor_job(
+                _read_file, self._pictures_dir / f"{kind}.jpg"
+            )
+            taken = dt_util.parse_datetime(meta["taken"])
+            if content is not None and taken is not None:
+                self._pictures[kind] = Picture(
+                    content=content,
+                    content_type=meta["content_type"],
+                    question=meta["question"],
+                    taken=taken,
+                )
 
     def _data_to_save(self) -> StoredDevice:
         return {
@@ -149,6 +185,14 @@ class XiaozhiEntryData:
             "board": self.board,
             "firmware": self.firmware,
             "wake_word": self.wake_word,
+            "pictures": {
+                kind: {
+                    "content_type": picture.content_type,
+                    "question": picture.question,
+                    "taken": picture.taken.isoformat(),
+                }
+                for kind, picture in self._pictures.items()
+            },
         }
 
     async def async_save(self) -> None:
@@ -220,6 +264,11 @@ class XiaozhiEntryData:
             self._schedule_save()
 
     @callback
+    def async_set_listen_mode(self, mode: str | None) -> None:
+        """Take how the device listens now (None: the conversation ended)."""
+        self.listen_mode = mode
+
+    @callback
     def async_set_transcript(self, heard: str | None, reply: str | None) -> None:
         """Take what the device heard and what it answered in a turn."""
         self.last_heard = heard if heard is not None else self.last_heard
@@ -265,6 +314,7 @@ class XiaozhiEntryData:
             self.connects += 1
         else:
             self.activity = Activity.IDLE
+            self.listen_mode = None
         self.expected_disconnect = link is None and expected
         self.link = link
         self.async_write_state()
@@ -282,14 +332,36 @@ class XiaozhiEntryData:
         self, kind: str, content: bytes, content_type: str, question: str = ""
     ) -> None:
         """Keep the latest ``photo`` or ``screen`` picture."""
-        picture = Picture(
+        self._pictures[kind] = Picture(
             content=content,
             content_type=content_type,
             question=question,
             taken=dt_util.utcnow(),
         )
-        if kind == "photo":
-            self.last_photo = picture
-        else:
-            self.screen = picture
+        # The picture's bytes first, then the Store that points at them.
+        self._hass.async_add_executor_job(
+            _write_file, self._pictures_dir / f"{kind}.jpg", content
+        ).add_done_callback(lambda _done: self._schedule_save())
         self.async_write_state()
+
+    @property
+    def last_photo(self) -> Picture | None:
+        """Return the last photo of the camera."""
+        return self._pictures.get("photo")
+
+    @property
+    def screen(self) -> Picture | None:
+        """Return the last picture of the screen."""
+        return self._pictures.get("screen")
+
+
+def _read_file(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except OSError:
+        return None
+
+
+def _write_file(path: Path, content: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(content)

@@ -17,8 +17,9 @@ from homeassistant.helpers import llm
 import probatio
 
 from .const import DOMAIN, LOGGER
-from .manager import XiaozhiConfigEntry, XiaozhiManager
+from .pairing.identity import loaded_runtimes
 from .protocol import Tool
+from .runtime import XiaozhiRuntime
 
 TOOL_PREFIX: Final = f"{DOMAIN}__"
 MAX_TOOL_NAME: Final = 64
@@ -54,9 +55,9 @@ def _parameters(tool: Tool) -> probatio.Schema:
 class DeviceTool(llm.Tool):
     """One tool of the device, run on that device only."""
 
-    def __init__(self, manager: XiaozhiManager, tool: Tool, name: str) -> None:
+    def __init__(self, runtime: XiaozhiRuntime, tool: Tool, name: str) -> None:
         """Describe the tool for the agent."""
-        self._manager = manager
+        self._runtime = runtime
         self._tool = tool
         self.name = name
         self.description = tool.description or tool.name
@@ -72,8 +73,8 @@ class DeviceTool(llm.Tool):
     ) -> llm.ToolResult:
         """Call the tool on the device; its answer, or a clean error, comes back."""
         try:
-            result = await self._manager.async_call_tool(
-                self._tool.name, tool_input.tool_args
+            result = await self._runtime.commands.async_call_tool(
+                self._tool.name, tool_input.tool_args, check=False
             )
         except HomeAssistantError as err:
             return llm.ToolResult(data={"error": str(err)}, error=True)
@@ -85,12 +86,11 @@ class DeviceTool(llm.Tool):
         return llm.ToolResult(data=data, error=result.is_error)
 
 
-def manager_for_device(hass: HomeAssistant, device_id: str) -> XiaozhiManager | None:
+def runtime_for_device(hass: HomeAssistant, device_id: str) -> XiaozhiRuntime | None:
     """Return the runtime of the loaded device with this registry id."""
-    entry: XiaozhiConfigEntry
-    for entry in hass.config_entries.async_loaded_entries(DOMAIN):
-        if entry.runtime_data.data.device_id == device_id:
-            return entry.runtime_data
+    for runtime in loaded_runtimes(hass):
+        if runtime.entry_data.device_id == device_id:
+            return runtime
     return None
 
 
@@ -101,23 +101,23 @@ def async_get_tools(
     """Offer the tools of the device the conversation comes through."""
     if api_id != llm.LLM_API_ASSIST or llm_context.device_id is None:
         return None
-    manager = manager_for_device(hass, llm_context.device_id)
-    if manager is None:
+    runtime = runtime_for_device(hass, llm_context.device_id)
+    if runtime is None:
         return None
     taken: set[str] = set()
     tools: list[llm.Tool] = []
-    for tool in manager.data.tools.values():
+    for tool in runtime.entry_data.tools.values():
         if tool.user_only:
             continue
         name = tool_name(tool.name, taken)
         taken.add(name)
-        tools.append(DeviceTool(manager, tool, name))
+        tools.append(DeviceTool(runtime, tool, name))
     if not tools:
         return None
     return LLMTools(
         tools=tools,
         prompt=(
-            f"You are speaking through {manager.name}, a voice device. Tools "
+            f"You are speaking through {runtime.name}, a voice device. Tools "
             f"named {TOOL_PREFIX}... act on this device itself (its volume, "
             "screen, camera, lights...), not on other devices in the home."
         ),

@@ -15,7 +15,7 @@ from homeassistant.helpers import config_validation as cv, service
 import probatio
 
 from .const import DOMAIN
-from .manager import XiaozhiConfigEntry, XiaozhiManager
+from .runtime import XiaozhiConfigEntry, XiaozhiRuntime
 
 SERVICE_CALL_TOOL = "call_tool"
 SERVICE_REFRESH = "refresh"
@@ -33,26 +33,28 @@ CALL_TOOL_SCHEMA = probatio.Schema(
 REFRESH_SCHEMA = probatio.Schema({probatio.Required(ATTR_DEVICE_ID): _DEVICES})
 
 
-def _managers(call: ServiceCall) -> list[XiaozhiManager]:
+def _runtimes(call: ServiceCall) -> list[XiaozhiRuntime]:
     """Return the runtimes of the targeted devices (core's checks and errors)."""
-    managers: list[XiaozhiManager] = []
+    runtimes: list[XiaozhiRuntime] = []
     for device_id in call.data[ATTR_DEVICE_ID]:
         entry: XiaozhiConfigEntry
         _device, entry = service.async_get_device_and_config_entry(
             call.hass, DOMAIN, device_id
         )
-        managers.append(entry.runtime_data)
-    return managers
+        runtimes.append(entry.runtime_data)
+    return runtimes
 
 
 async def _async_call_tool(call: ServiceCall) -> ServiceResponse:
-    managers = _managers(call)
-    if len(managers) != 1:
+    runtimes = _runtimes(call)
+    if len(runtimes) != 1:
         raise ServiceValidationError(
             translation_domain=DOMAIN, translation_key="one_device_only"
         )
     arguments: dict[str, Any] = call.data.get(ATTR_ARGUMENTS) or {}
-    result = await managers[0].async_call_tool(call.data[ATTR_TOOL], arguments)
+    result = await runtimes[0].commands.async_call_tool(
+        call.data[ATTR_TOOL], arguments, check=False
+    )
     return {
         "is_error": result.is_error,
         "text": result.text,
@@ -65,8 +67,8 @@ async def _async_call_tool(call: ServiceCall) -> ServiceResponse:
 
 
 async def _async_refresh(call: ServiceCall) -> None:
-    for manager in _managers(call):
-        await manager.async_refresh()
+    for runtime in _runtimes(call):
+        await runtime.commands.async_refresh()
 
 
 @callback

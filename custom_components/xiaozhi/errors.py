@@ -1,13 +1,15 @@
-"""Turn protocol failures into translated Home Assistant errors, in one place."""
+"""Protocol failures as translated Home Assistant errors, in one place.
+
+Everything the runtime offers (commands, the voice channel) raises only
+:class:`HomeAssistantError` subclasses with a translation key; this module
+is the one place that maps the protocol's own errors onto them.
+"""
 
 from collections.abc import Callable, Coroutine
-from contextlib import suppress
 from functools import wraps
 from typing import Any, Concatenate, Protocol
 
-from homeassistant.core import HomeAssistant
 from homeassistant.exceptions import HomeAssistantError, ServiceValidationError
-from homeassistant.helpers.translation import async_get_translations
 
 from .const import DOMAIN
 from .protocol import (
@@ -16,6 +18,10 @@ from .protocol import (
     RequestTimeoutError,
     XiaozhiError,
 )
+
+
+class DeviceUnavailableError(HomeAssistantError):
+    """The device cannot be reached now: not connected, or its link went away."""
 
 
 class Named(Protocol):
@@ -35,10 +41,14 @@ def device_error(err: XiaozhiError, name: str) -> HomeAssistantError:
             translation_key=err.reason,
             translation_placeholders={**placeholders, **err.placeholders},
         )
+    if isinstance(err, ConnectionClosedError):
+        return DeviceUnavailableError(
+            translation_domain=DOMAIN,
+            translation_key="connection_lost",
+            translation_placeholders=placeholders,
+        )
     if isinstance(err, RequestTimeoutError):
         key = "timeout"
-    elif isinstance(err, ConnectionClosedError):
-        key = "connection_lost"
     else:
         key = "device_error"
         placeholders["error"] = str(err)
@@ -64,25 +74,10 @@ def device_command[SelfT: Named, **P, R](
     return handler  # type: ignore[return-value]
 
 
-def device_base_url(hass: HomeAssistant, origin: str) -> str:
-    """Return the address devices use to reach Home Assistant.
-
-    The configured internal URL wins; without one, ``origin``, the address
-    the device itself used, is the one known to work for it.
-    """
-    return (hass.config.internal_url or origin).rstrip("/")
-
-
-async def async_device_text(
-    hass: HomeAssistant, key: str, placeholders: dict[str, str] | None = None
-) -> str:
-    """Return a short text for the device's screen, in the user's language.
-
-    The texts are the integration's translated ``exceptions`` messages.
-    """
-    language = hass.config.language
-    translations = await async_get_translations(hass, language, "exceptions", [DOMAIN])
-    message = translations.get(f"component.{DOMAIN}.exceptions.{key}.message", key)
-    with suppress(KeyError, IndexError):
-        message = message.format(**(placeholders or {}))
-    return message
+def not_connected(name: str) -> DeviceUnavailableError:
+    """Return the error of a command for a device that is not connected."""
+    return DeviceUnavailableError(
+        translation_domain=DOMAIN,
+        translation_key="not_connected",
+        translation_placeholders={"name": name},
+    )

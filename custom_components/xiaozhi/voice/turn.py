@@ -11,33 +11,23 @@ as Opus paced in real time, and ``tts stop`` when playback should have ended.
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 import contextlib
-from dataclasses import dataclass, field
-import logging
+from dataclasses import dataclass
 from typing import Any, Final
 
 from homeassistant.components import tts
-from homeassistant.components.assist_pipeline import (
-    PipelineEvent,
-    PipelineEventType,
-    PipelineNotFound,
-)
-from homeassistant.components.assist_pipeline.pipeline import async_get_pipeline
+from homeassistant.components.assist_pipeline import PipelineEvent, PipelineEventType
 from homeassistant.core import HomeAssistant
 from homeassistant.exceptions import HomeAssistantError
 
-from .const import LOGGER
-from .helpers import async_device_text
-from .manager import XiaozhiManager
-from .protocol import ConnectionClosedError, XiaozhiError
-from .protocol.audio import MIC_SAMPLE_RATE
-from .protocol.codec import (
-    OpusDecoder,
-    OpusEncoder,
-    PcmConverter,
-    WavReader,
-    decode_file,
-)
-from .protocol.voice import TTS_START_SETTLE, DownlinkPacer, PacingStats, emotion_for
+from ..const import LOGGER
+from ..errors import DeviceUnavailableError
+from ..protocol.audio import MIC_SAMPLE_RATE
+from ..protocol.audio.codec import OpusDecoder
+from ..protocol.audio.pacing import TTS_START_SETTLE
+from ..protocol.emotions import emotion_for
+from ..texts import async_device_text
+from .channel import VoiceChannel
+from .speech import play_audio, stream_pcm
 
 # Microphone audio waiting for the pipeline: 30 s at 60 ms a frame. The
 # pipeline's voice detection ends speech after 15 s at most.
@@ -59,16 +49,6 @@ def error_text_key(code: str) -> str:
 
 
 @dataclass(slots=True)
-class TurnTimings:
-    """When things happened in a turn (loop time, seconds), for measurements."""
-
-    stt_end: float | None = None
-    tts_start_sent: float | None = None
-    first_tts_bytes: float | None = None
-    first_frame_sent: float | None = None
-
-
-@dataclass(slots=True)
 class TurnResult:
     """What a turn heard and said."""
 
@@ -76,7 +56,6 @@ class TurnResult:
     reply: str | None = None
     error: str | None = None
     continue_conversation: bool = False
-    pacing: PacingStats = field(default_factory=PacingStats)
 
 
 class VoiceTurn:
@@ -85,14 +64,14 @@ class VoiceTurn:
     def __init__(
         self,
         hass: HomeAssistant,
-        manager: XiaozhiManager,
+        channel: VoiceChannel,
         *,
         wake_phrase: str | None,
         on_played: Callable[[], None],
     ) -> None:
         """Start listening; ``on_played`` is called once the reply has played."""
         self.hass = hass
-        self.manager = manager
+        self.channel = channel
         self.wake_phrase = wake_phrase
         self._on_played = on_played
         self._loop = hass.loop
@@ -100,13 +79,12 @@ class VoiceTurn:
         self._decoder = OpusDecoder(MIC_SAMPLE_RATE)
         self.listening = True
         self.result = TurnResult()
-        self.timings = TurnTimings()
         self._tts_token: str | None = None
         self._tts_start: asyncio.Future[float] = self._loop.create_future()
         self._speaker: asyncio.Task[None] | None = None
         self._steps: asyncio.Queue[Step] = asyncio.Queue()
         self._stepper = hass.async_create_background_task(
-            self._run_steps(), f"xiaozhi voice messages of {manager.mac}"
+            self._run_steps(), f"xiaozhi voice messages of {channel.name}"
         )
         self._speaking = False
         self._tts_stopped = False
@@ -136,6 +114,7 @@ class VoiceTurn:
     def on_event(self, event: PipelineEvent) -> None:
         """Turn a pipeline event into device messages (in order)."""
         data = event.data or {}
+        channel = self.channel
         match event.type:
             case PipelineEventType.RUN_START:
                 if isinstance(output := data.get("tts_output"), dict):
@@ -144,21 +123,19 @@ class VoiceTurn:
                 self.end_audio()
             case PipelineEventType.STT_END:
                 self.end_audio()
-                self.timings.stt_end = self._loop.time()
                 text = str(data.get("stt_output", {}).get("text", ""))
                 self.result.heard = text
-                self.manager.data.async_set_transcript(text, None)
-                self._step(lambda: self.manager.async_voice_stt(text))
+                self._step(lambda: channel.async_show_heard(text))
             case PipelineEventType.INTENT_START:
                 self._step(self._start_speaking)
-                self._step(lambda: self.manager.async_voice_emotion("thinking"))
+                self._step(lambda: channel.async_show_emotion("thinking"))
             case PipelineEventType.INTENT_PROGRESS if data.get("tts_start_streaming"):
                 self._speak(self._tts_token)
             case PipelineEventType.INTENT_END:
                 self._on_intent_end(data)
             case PipelineEventType.TTS_START:
                 text = str(data.get("tts_input", ""))
-                self._step(lambda: self.manager.async_voice_tts("sentence_start", text))
+                self._step(lambda: channel.async_show_reply(text))
             case PipelineEventType.TTS_END:
                 output = data.get("tts_output") or {}
                 self._speak(output.get("token") or self._tts_token)
@@ -171,34 +148,33 @@ class VoiceTurn:
         speech = response.get("speech") or {}
         reply = str((speech.get("plain") or {}).get("speech", ""))
         self.result.reply = reply
-        self.manager.data.async_set_transcript(None, reply)
         self.result.continue_conversation = bool(output.get("continue_conversation"))
         emotion = emotion_for(
             reply,
             failed=response.get("response_type") == "error",
             acted=response.get("response_type") == "action_done",
         )
-        self._step(lambda: self.manager.async_voice_emotion(emotion))
+        self._step(lambda: self.channel.async_show_emotion(emotion))
 
     def _on_error(self, code: str, message: str) -> None:
         self.end_audio()
         self.result.error = code
         if code == DUPLICATE_WAKE_UP:
             # Another satellite took this wake word: end this turn quietly.
-            LOGGER.debug("%s: %s", self.manager.name, message)
+            LOGGER.debug("%s: %s", self.channel.name, message)
             return
-        LOGGER.info("%s: the voice assistant failed: %s", self.manager.name, message)
+        LOGGER.info("%s: the voice assistant failed: %s", self.channel.name, message)
         self._step(lambda: self._show_error(error_text_key(code)))
 
     async def _show_error(self, key: str) -> None:
         text = await async_device_text(self.hass, key)
-        await self.manager.async_voice_emotion("sad")
-        await self.manager.async_voice_tts("sentence_start", text)
+        await self.channel.async_show_emotion("sad")
+        await self.channel.async_show_sentence(text)
 
     async def fail(self, key: str) -> None:
         """Stop listening and show why there is no answer (no pipeline ran)."""
         self.end_audio()
-        with contextlib.suppress(XiaozhiError):
+        with contextlib.suppress(HomeAssistantError):
             await self._show_error(key)
 
     # --- device messages, in order ----------------------------------------
@@ -211,8 +187,8 @@ class VoiceTurn:
             step = await self._steps.get()
             try:
                 await step()
-            except XiaozhiError as err:
-                LOGGER.debug("%s: voice message not sent: %s", self.manager.name, err)
+            except HomeAssistantError as err:
+                LOGGER.debug("%s: voice message not sent: %s", self.channel.name, err)
             finally:
                 self._steps.task_done()
 
@@ -222,12 +198,10 @@ class VoiceTurn:
             return
         self._speaking = True  # from here on the turn ends with tts stop
         try:
-            await self.manager.async_voice_tts("start")
+            await self.channel.async_start_speaking()
         finally:
-            now = self._loop.time()
-            self.timings.tts_start_sent = now
             if not self._tts_start.done():
-                self._tts_start.set_result(now)
+                self._tts_start.set_result(self._loop.time())
 
     # --- the reply ---------------------------------------------------------
 
@@ -236,42 +210,29 @@ class VoiceTurn:
             return
         self._step(self._start_speaking)
         self._speaker = self.hass.async_create_background_task(
-            self._play(token), f"xiaozhi reply to {self.manager.mac}"
+            self._play(token), f"xiaozhi reply to {self.channel.name}"
         )
 
     async def _play(self, token: str) -> None:
         """Play the reply: decode, encode and pace it, then ``tts stop``."""
         stream = tts.async_get_stream(self.hass, token)
         if stream is None:
-            LOGGER.warning("%s: the reply's audio is gone", self.manager.name)
+            LOGGER.warning("%s: the reply's audio is gone", self.channel.name)
             return
         started = await self._tts_start
         try:
-            rate, frame_ms = self.manager.voice_format
-            self.result.pacing = await play_audio(
-                self.manager.async_voice_audio,
-                stream_pcm(self.hass, stream, rate, self._first_bytes),
-                name=self.manager.name,
-                rate=rate,
-                frame_ms=frame_ms,
+            await play_audio(
+                self.channel,
+                stream_pcm(self.hass, stream, self.channel.sample_rate),
                 not_before=started + TTS_START_SETTLE,
-                on_first_frame=self._first_frame,
             )
-        except ConnectionClosedError as err:
-            LOGGER.debug("%s: reply not played: %s", self.manager.name, err)
+        except DeviceUnavailableError as err:
+            LOGGER.debug("%s: reply not played: %s", self.channel.name, err)
         except Exception as err:  # noqa: BLE001 - a TTS engine raises its own errors
             LOGGER.warning(
-                "%s: the reply could not be spoken: %s", self.manager.name, err
+                "%s: the reply could not be spoken: %s", self.channel.name, err
             )
             self._step(lambda: self._show_error("voice_error_tts"))
-
-    def _first_bytes(self) -> None:
-        if self.timings.first_tts_bytes is None:
-            self.timings.first_tts_bytes = self._loop.time()
-
-    def _first_frame(self) -> None:
-        if self.timings.first_frame_sent is None:
-            self.timings.first_frame_sent = self._loop.time()
 
     # --- the end -----------------------------------------------------------
 
@@ -309,9 +270,9 @@ class VoiceTurn:
         if self._speaking and not self._tts_stopped:
             self._tts_stopped = True
             try:
-                await self.manager.async_voice_tts("stop")
-            except XiaozhiError as err:
-                LOGGER.debug("%s: tts stop not sent: %s", self.manager.name, err)
+                await self.channel.async_stop_speaking()
+            except HomeAssistantError as err:
+                LOGGER.debug("%s: tts stop not sent: %s", self.channel.name, err)
 
     def _close(self) -> None:
         self.ended = True
@@ -322,102 +283,3 @@ class VoiceTurn:
             self._steps.task_done()
         if not self._tts_start.done():
             self._tts_start.cancel()
-
-
-async def stream_pcm(
-    hass: HomeAssistant,
-    stream: tts.ResultStream,
-    rate: int,
-    on_bytes: Callable[[], None] | None = None,
-) -> AsyncIterator[bytes]:
-    """Yield a TTS result as 16-bit mono PCM at ``rate``.
-
-    WAV (what the satellite asks engines for) is converted as it streams;
-    any other format is decoded with PyAV once complete.
-    """
-    reader = WavReader() if stream.extension == "wav" else None
-    converter: PcmConverter | None = None
-    other = bytearray()
-    async for chunk in stream.async_stream_result():
-        if on_bytes is not None:
-            on_bytes()
-        if reader is None:
-            other += chunk
-            continue
-        samples = reader.feed(chunk)
-        if samples is None or reader.format is None:
-            continue
-        if converter is None:
-            converter = PcmConverter(
-                reader.format.sample_rate, reader.format.channels, rate
-            )
-        if pcm := converter.convert(samples):
-            yield pcm
-    if converter is not None and (pcm := converter.flush()):
-        yield pcm
-    if other:
-        for pcm in await hass.async_add_executor_job(
-            lambda: list(decode_file(bytes(other), rate))
-        ):
-            yield pcm
-
-
-def async_speech(hass: HomeAssistant, text: str) -> tts.ResultStream | None:
-    """Start saying ``text`` with the preferred voice assistant's text-to-speech.
-
-    Return None when it has none, or its engine refuses (logged at debug).
-    """
-    try:
-        pipeline = async_get_pipeline(hass)
-    except PipelineNotFound:
-        return None
-    if not pipeline.tts_engine:
-        return None
-    options: dict[str, Any] = {tts.ATTR_PREFERRED_FORMAT: "wav"}
-    if pipeline.tts_voice:
-        options[tts.ATTR_VOICE] = pipeline.tts_voice
-    try:
-        stream = tts.async_create_stream(
-            hass, pipeline.tts_engine, pipeline.tts_language, options
-        )
-    except HomeAssistantError as err:
-        LOGGER.debug("No text-to-speech for %r: %s", text, err)
-        return None
-    stream.async_set_message(text)
-    return stream
-
-
-async def play_audio(
-    send: Callable[[bytes, int], Awaitable[None]],
-    pcm: AsyncIterator[bytes],
-    *,
-    name: str,
-    rate: int,
-    frame_ms: int,
-    not_before: float,
-    on_first_frame: Callable[[], None] | None = None,
-) -> PacingStats:
-    """Encode PCM into Opus frames, send them in real time, wait for playback."""
-    encoder = OpusEncoder(rate, frame_ms)
-    pacer = DownlinkPacer(
-        send,
-        frame_duration=frame_ms / 1000,
-        not_before=not_before,
-    )
-    async for chunk in pcm:
-        for packet in encoder.encode(chunk):
-            await pacer.send(packet)
-            if on_first_frame is not None:
-                on_first_frame()
-                on_first_frame = None
-    for packet in encoder.flush():
-        await pacer.send(packet)
-    await pacer.drain()
-    if LOGGER.isEnabledFor(logging.DEBUG):
-        LOGGER.debug(
-            "%s: played %d frames, lead at most %.0f ms",
-            name,
-            pacer.stats.frames,
-            pacer.stats.max_lead * 1000,
-        )
-    return pacer.stats

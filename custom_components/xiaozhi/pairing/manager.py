@@ -3,7 +3,8 @@
 A device is known by its identity: the MAC it sends as ``Device-Id`` and the
 random UUID it generated and sends as ``Client-Id``. The OTA endpoint needs no
 login, so a pairing waits per identity, a few per source address at most, and
-codes expire together with their discovery cards.
+codes expire together with their discovery cards. What a device calls itself
+is its own choice: it is shown only as a cleaned board identifier.
 """
 
 import asyncio
@@ -21,7 +22,7 @@ from homeassistant.core import CALLBACK_TYPE, HomeAssistant, callback
 from homeassistant.helpers import discovery_flow
 from homeassistant.helpers.event import async_call_later
 
-from .const import (
+from ..const import (
     CODE_TTL,
     DOMAIN,
     LOGGER,
@@ -33,6 +34,41 @@ from .const import (
 
 _MAC = re.compile(r"^[0-9a-f]{2}([:-]?)[0-9a-f]{2}(\1[0-9a-f]{2}){4}$")
 _CLIENT_ID = re.compile(r"^[\x21-\x7e]+$")
+_BOARD_IDENTIFIER = re.compile(r"^[A-Za-z0-9]+(-[A-Za-z0-9]+)*$")
+_DIGIT_RUN = re.compile(r"[0-9]{3,}")
+MAX_BOARD_IDENTIFIER = 32
+# A board identifier holding this many digits could spell out a code.
+MAX_BOARD_DIGITS = 5
+
+
+def board_identifier(board: str | None) -> str | None:
+    """Return a board name fit to show the user, or None.
+
+    The device chooses its board name, so it may be a sentence meant for the
+    user ("Type 123456 below"). Only an identifier is shown: letters, digits
+    and hyphens (``.`` and ``_`` read as hyphens), 32 characters at most, with
+    no run of three digits and at most five digits in all, so that it can
+    never pass for a code.
+    """
+    if not board:
+        return None
+    candidate = re.sub(r"[._]", "-", board.strip())
+    if (
+        len(candidate) > MAX_BOARD_IDENTIFIER
+        or not _BOARD_IDENTIFIER.match(candidate)
+        or _DIGIT_RUN.search(candidate)
+        or sum(char.isdigit() for char in candidate) > MAX_BOARD_DIGITS
+    ):
+        return None
+    return candidate
+
+
+def device_name(mac: str, board: str | None) -> str:
+    """Return how a device is named in titles, dialogs and notifications."""
+    name = f"XiaoZhi {mac.upper()}"
+    if (identifier := board_identifier(board)) is not None:
+        name += f" ({identifier})"
+    return name
 
 
 def normalize_mac(value: str | None) -> str | None:
@@ -100,6 +136,8 @@ class PendingDevice:
     expires: float = 0.0
     timer: CALLBACK_TYPE | None = field(default=None, repr=False)
     ended: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
+    # A client connected with the pairing token now: one link at a time.
+    linked: bool = field(default=False, repr=False)
 
     @property
     def key(self) -> tuple[str, str]:
@@ -109,7 +147,7 @@ class PendingDevice:
     @property
     def name(self) -> str:
         """Return how the device is called until it is paired."""
-        return f"XiaoZhi {self.board} ({self.mac.upper()})"
+        return device_name(self.mac, self.board)
 
     def remaining(self) -> float:
         """Return the seconds left before the code expires."""
@@ -125,7 +163,6 @@ class PairingManager:
         self._pending: dict[tuple[str, str], PendingDevice] = {}
         self._attempts: defaultdict[str, int] = defaultdict(int)
         self._refused: dict[str, float] = {}
-        self._waiters: list[asyncio.Future[PendingDevice]] = []
 
     def get(self, mac: str, client_id: str) -> PendingDevice | None:
         """Return the pending device with this identity, if its code is valid."""
@@ -176,13 +213,12 @@ class PairingManager:
         address: str,
         board: str,
         firmware: str,
-        paired: bool,
     ) -> PendingDevice | None:
         """Register an identity that wants to pair; start pairing it if new.
 
-        ``paired`` says the MAC belongs to a paired device: this identity may
-        be that device after a factory reset, and gets a discovery card of its
-        own rather than the "add a device" dialog that waits for a new one.
+        Each new identity gets a discovery card. An identity with the MAC of a
+        paired device may be that device after a factory reset: its card
+        offers to pair it again.
 
         Returns None when its address, or everyone together, already has too
         many devices waiting: that address is refused, not the others.
@@ -210,11 +246,6 @@ class PairingManager:
         self._arm(pending)
         self._pending[pending.key] = pending
         LOGGER.info("%s wants to pair (from %s)", pending.name, address)
-        while self._waiters and not paired:
-            waiter = self._waiters.pop(0)
-            if not waiter.done():
-                waiter.set_result(pending)
-                return pending
         discovery_flow.async_create_flow(
             self._hass,
             DOMAIN,
@@ -262,13 +293,16 @@ class PairingManager:
             self._abort_discovery(pending.mac)
 
     @callback
-    def _abort_discovery(self, mac: str) -> None:
-        """Close the discovery card of a MAC that no identity waits with."""
+    def _abort_discovery(self, mac: str, keep: str | None = None) -> None:
+        """Close the discovery cards of a MAC (all but the flow ``keep``)."""
         flows = self._hass.config_entries.flow.async_progress_by_handler(
             DOMAIN, match_context={"unique_id": mac}
         )
         for flow in flows:
-            if flow["context"].get("source") == SOURCE_INTEGRATION_DISCOVERY:
+            if (
+                flow["context"].get("source") == SOURCE_INTEGRATION_DISCOVERY
+                and flow["flow_id"] != keep
+            ):
                 self._hass.config_entries.flow.async_abort(flow["flow_id"])
 
     @callback
@@ -300,31 +334,34 @@ class PairingManager:
         return CodeCheck.ROTATED, None
 
     @callback
-    def complete(self, pending: PendingDevice) -> None:
-        """Forget the identities of a MAC once one of them is paired."""
+    def complete(self, pending: PendingDevice, flow_id: str) -> None:
+        """Forget the identities of a MAC once one of them is paired.
+
+        Other discovery cards of that MAC close; ``flow_id`` is the flow that
+        paired it.
+        """
         for other in self.pending_for(pending.mac):
             self._drop(other.key)
         pending.ended.set()
         self._attempts.pop(pending.mac, None)
+        self._abort_discovery(pending.mac, keep=flow_id)
 
-    async def wait_for_device(self, exclude: set[str]) -> PendingDevice:
-        """Return a pending device with a MAC not in ``exclude``, or wait for one."""
-        candidates = self._waiting(lambda mac: mac not in exclude)
-        if candidates:
-            return candidates[-1]
-        waiter: asyncio.Future[PendingDevice] = self._hass.loop.create_future()
-        self._waiters.append(waiter)
-        try:
-            return await waiter
-        finally:
-            if waiter in self._waiters:
-                self._waiters.remove(waiter)
+    @callback
+    def find_code(self, code: str) -> PendingDevice | None:
+        """Return the waiting device that shows this code, if any.
+
+        The code on the user's own screen decides which device they pair;
+        every code is compared, in constant time.
+        """
+        typed = code.strip().replace(" ", "").encode()
+        found: PendingDevice | None = None
+        for pending in self._waiting(lambda _mac: True):
+            if hmac.compare_digest(typed, pending.code.encode()):
+                found = pending
+        return found
 
     @callback
     def shutdown(self) -> None:
-        """Cancel every timer and waiter."""
+        """Cancel every timer."""
         for key in list(self._pending):
             self._drop(key)
-        for waiter in self._waiters:
-            waiter.cancel()
-        self._waiters.clear()

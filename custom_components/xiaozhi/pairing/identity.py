@@ -14,9 +14,9 @@ from homeassistant.config_entries import ConfigEntry, ConfigEntryState
 from homeassistant.core import HomeAssistant, callback
 from homeassistant.helpers import issue_registry as ir
 
-from .const import CONF_CLIENT_ID, CONF_MAC, CONF_TOKEN, DOMAIN, LOGGER
-from .manager import XiaozhiConfigEntry
-from .pairing import same_secret
+from ..const import CONF_CLIENT_ID, CONF_MAC, CONF_TOKEN, DOMAIN, LOGGER
+from ..runtime import XiaozhiConfigEntry, XiaozhiRuntime
+from .manager import same_secret
 
 
 class Refusal(StrEnum):
@@ -126,3 +126,24 @@ def async_bind(hass: HomeAssistant, entry: ConfigEntry, client_id: str | None) -
 def async_forget(hass: HomeAssistant, entry: ConfigEntry) -> None:
     """Remove what was raised about an entry that is removed."""
     ir.async_delete_issue(hass, DOMAIN, issue_id(entry))
+
+
+def loaded_runtime(hass: HomeAssistant, mac: str | None) -> XiaozhiRuntime | None:
+    """Return the runtime of the loaded device with this MAC, if any."""
+    if mac is None:
+        return None
+    entry: XiaozhiConfigEntry | None = (
+        hass.config_entries.async_entry_for_domain_unique_id(DOMAIN, mac)
+    )
+    if entry is None or entry.state is not ConfigEntryState.LOADED:
+        return None
+    return entry.runtime_data
+
+
+def loaded_runtimes(hass: HomeAssistant) -> list[XiaozhiRuntime]:
+    """Return the runtimes of every loaded device (not the server entry)."""
+    return [
+        entry.runtime_data
+        for entry in hass.config_entries.async_loaded_entries(DOMAIN)
+        if isinstance(entry.runtime_data, XiaozhiRuntime)
+    ]

@@ -1,96 +1,59 @@
-"""The devices' MQTT + UDP endpoint: its settings, sockets, logins and links.
+"""The devices' MQTT + UDP endpoint: its sockets, logins and links.
 
 Over MQTT a device stays connected between conversations, so Home Assistant
 reaches it at any time (tools, alerts, announcements); each conversation
 opens a UDP audio channel. The firmware never subscribes, so no standard
 broker can serve it: Home Assistant runs its own small endpoint
-(``protocol/mqtt_server.py``, ``protocol/udp.py``) on two ports of its own,
-and the OTA answer tells paired devices to use it.
+(``protocol/mqtt/``) on two ports of its own, chosen in the server entry's
+settings (``settings.py``), and the OTA answer tells paired devices to use
+it.
 
-A login is the device's credentials as everywhere (identity.py): the
-password is its token, the user name its MAC, the client id its Client-Id.
-Wrong ones count towards Home Assistant's IP ban like a failed login on the
-web server.
+A login is the device's credentials as everywhere (``pairing/identity.py``):
+the password is its token, the user name its MAC, the client id its
+Client-Id. Wrong ones count towards the address's failed logins
+(``logins.py``), which also keeps a guesser out before it speaks.
 """
 
 import asyncio
-from dataclasses import asdict, dataclass, replace
-from enum import StrEnum
-from ipaddress import ip_address
+from dataclasses import dataclass
 import logging
 from types import MappingProxyType
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
-from homeassistant.components.http.ban import KEY_BAN_MANAGER, process_wrong_login
 from homeassistant.core import HomeAssistant, callback
 from homeassistant.helpers import issue_registry as ir
-from homeassistant.helpers.storage import Store
 
-from .const import (
+from ..const import (
     CONF_CLIENT_ID,
     CONF_MAC,
     CONF_TOKEN,
-    DEFAULT_MQTT_PORT,
-    DEFAULT_UDP_PORT,
     DOMAIN,
     LOGGER,
     MAX_MQTT_PACKET,
     MQTT_KEEPALIVE,
 )
-from .helpers import device_base_url
-from .identity import Credentials, Refusal, async_bind, authenticate
-from .manager import UploadUrls, XiaozhiConfigEntry
-from .pairing import normalize_client_id, normalize_mac
-from .protocol import DeviceSession
-from .protocol.messages import DeviceHello
-from .protocol.mqtt import Connect, ConnectReturn
-from .protocol.mqtt_server import MqttConnection, MqttServer
-from .protocol.udp import AudioChannel, UdpEndpoint
+from ..pairing.identity import (
+    Credentials,
+    Refusal,
+    async_bind,
+    authenticate,
+    loaded_runtimes,
+)
+from ..pairing.manager import normalize_client_id, normalize_mac
+from ..protocol import DeviceSession
+from ..protocol.messages import DeviceHello
+from ..protocol.mqtt.packets import Connect, ConnectReturn
+from ..protocol.mqtt.server import MqttConnection, MqttServer
+from ..protocol.mqtt.udp import AudioChannel, UdpEndpoint
+from ..runtime import XiaozhiConfigEntry
+from ..settings import ServerSettings, Transport
+from .logins import FailedLogins
+from .uploads import UploadViews
+from .urls import device_base_url
 
-STORE_KEY: Final = f"{DOMAIN}.endpoints"
-STORE_VERSION: Final = 1
-# Ports an MQTT broker uses: 1883 (Mosquitto add-on), 8883 (TLS; on that port
-# the firmware insists on a publicly trusted certificate).
-RESERVED_PORTS: Final = frozenset({1883, 8883})
-MAX_LOGIN_REPORTS: Final = 8  # failed logins reported at once (reverse DNS)
-
-
-class Transport(StrEnum):
-    """What the OTA answer tells paired devices to use."""
-
-    AUTO = "auto"  # MQTT + UDP when the endpoint is up, else WebSocket
-    WEBSOCKET = "websocket"
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class EndpointSettings:
-    """The integration-wide transport settings (all devices)."""
-
-    transport: Transport = Transport.AUTO
-    mqtt_port: int = DEFAULT_MQTT_PORT
-    udp_port: int = DEFAULT_UDP_PORT
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> EndpointSettings:
-        """Read stored settings, keeping defaults for what is missing or bad."""
-        default = cls()
-        try:
-            transport = Transport(data.get("transport", default.transport))
-        except ValueError:
-            transport = default.transport
-        ports = {
-            key: value
-            for key in ("mqtt_port", "udp_port")
-            if isinstance(value := data.get(key), int) and 0 <= value < 65536
-        }
-        return replace(default, transport=transport, **ports)
-
-
-class UploadsFactory(Protocol):
-    """Mints the upload URLs of a device reached on ``base``."""
-
-    def __call__(self, base: str, mac: str) -> UploadUrls:
-        """Return the device's upload URLs."""
+# IPv4: the firmware resolves and connects over IPv4 only.
+LISTEN_HOST: Final = "0.0.0.0"  # noqa: S104 - devices on the LAN dial in
+ISSUE_PORT: Final = "port_unavailable"
 
 
 def topics(mac: str) -> tuple[str, str]:
@@ -99,18 +62,27 @@ def topics(mac: str) -> tuple[str, str]:
     return f"xiaozhi/{name}/up", f"xiaozhi/{name}/down"
 
 
-class DeviceEndpoints:
-    """The MQTT and UDP endpoints, started and stopped with their settings."""
+@dataclass(slots=True)
+class _Opened:
+    """Endpoints opened for new settings, not yet in service."""
 
-    def __init__(self, hass: HomeAssistant, uploads: UploadsFactory) -> None:
-        """Prepare; nothing listens before :meth:`async_start`."""
+    mqtt: MqttServer | None = None
+    udp: UdpEndpoint | None = None
+
+
+class DeviceEndpoints:
+    """The MQTT and UDP endpoints, opened and closed with the settings."""
+
+    def __init__(
+        self, hass: HomeAssistant, uploads: UploadViews, logins: FailedLogins
+    ) -> None:
+        """Prepare; nothing listens before :meth:`async_apply`."""
         self.hass = hass
         self._uploads = uploads
-        self._store: Store[dict[str, Any]] = Store(hass, STORE_VERSION, STORE_KEY)
-        self.settings = EndpointSettings()
+        self._logins = logins
+        self.settings = ServerSettings(transport=Transport.WEBSOCKET)
         self.mqtt: MqttServer | None = None
         self.udp: UdpEndpoint | None = None
-        self._reports = 0
 
     # --- life cycle ------------------------------------------------------
 
@@ -119,64 +91,23 @@ class DeviceEndpoints:
         """Return True when devices are told to use MQTT + UDP."""
         return self.mqtt is not None and self.udp is not None
 
-    async def async_start(self) -> None:
-        """Load the settings and open the endpoints they ask for."""
-        stored = await self._store.async_load()
-        if stored is not None:
-            self.settings = EndpointSettings.from_dict(stored)
-        await self._async_open(self.settings)
+    async def async_start(self, settings: ServerSettings) -> None:
+        """Open the endpoints at start-up; a port that fails raises a repair.
 
-    async def async_stop(self) -> None:
-        """Close both endpoints (Home Assistant stops)."""
-        if self.mqtt is not None:
-            await self.mqtt.stop()
-            self.mqtt = None
-        if self.udp is not None:
-            self.udp.stop()
-            self.udp = None
-
-    async def _async_open(self, settings: EndpointSettings) -> dict[str, str]:
-        """Open the endpoints; return the ports that failed, with the error."""
-        errors: dict[str, str] = {}
-        if settings.transport is Transport.AUTO:
-            mqtt = MqttServer(self, max_packet=MAX_MQTT_PACKET)
-            udp = UdpEndpoint()
-            # IPv4: the firmware resolves and connects over IPv4 only.
-            try:
-                await mqtt.start("0.0.0.0", settings.mqtt_port)  # noqa: S104
-            except OSError as err:
-                errors["mqtt_port"] = err.strerror or str(err)
-            try:
-                await udp.start("0.0.0.0", settings.udp_port)  # noqa: S104
-            except OSError as err:
-                errors["udp_port"] = err.strerror or str(err)
-            if errors:  # audio needs both: devices stay on WebSocket
-                await mqtt.stop()
-                udp.stop()
-            else:
-                self.mqtt, self.udp = mqtt, udp
-                LOGGER.debug(
-                    "Device endpoints: MQTT on TCP %s, audio on UDP %s",
-                    mqtt.port,
-                    udp.port,
-                )
-        self._async_update_issues(settings, errors)
-        return errors
-
-    @callback
-    def _async_update_issues(
-        self, settings: EndpointSettings, errors: dict[str, str]
-    ) -> None:
-        for key, protocol, port in (
-            ("mqtt_port", "MQTT (TCP)", settings.mqtt_port),
-            ("udp_port", "UDP", settings.udp_port),
-        ):
-            issue = f"port_unavailable_{key}"
+        Devices keep dialling the ports they were given at their last start,
+        so the repair's fix is to free the port (and retry) or to choose
+        other ports and restart the devices.
+        """
+        errors = await self.async_apply(settings, restart_devices=False)
+        for key, protocol in (("mqtt_port", "MQTT (TCP)"), ("udp_port", "UDP")):
+            issue = f"{ISSUE_PORT}_{key}"
             if key not in errors:
                 ir.async_delete_issue(self.hass, DOMAIN, issue)
                 continue
+            port = getattr(settings, key)
             LOGGER.error(
-                "Cannot open the device %s port %s (%s); devices use WebSocket",
+                "Cannot open the device %s port %s (%s); devices on MQTT + UDP "
+                "cannot connect until it can",
                 protocol,
                 port,
                 errors[key],
@@ -185,9 +116,9 @@ class DeviceEndpoints:
                 self.hass,
                 DOMAIN,
                 issue,
-                is_fixable=False,
+                is_fixable=True,
                 severity=ir.IssueSeverity.ERROR,
-                translation_key="port_unavailable",
+                translation_key=ISSUE_PORT,
                 translation_placeholders={
                     "protocol": protocol,
                     "port": str(port),
@@ -195,35 +126,78 @@ class DeviceEndpoints:
                 },
             )
 
-    async def async_apply(self, settings: EndpointSettings) -> dict[str, str]:
-        """Use new settings; on failure keep the old ones and return why.
+    async def async_stop(self) -> None:
+        """Close both endpoints (the server entry unloads)."""
+        await self._close(self.mqtt, self.udp)
+        self.mqtt = self.udp = None
 
-        Devices connected over MQTT are restarted first: they learn where to
-        connect only from the OTA answer at start-up.
+    @staticmethod
+    async def _close(mqtt: MqttServer | None, udp: UdpEndpoint | None) -> None:
+        if mqtt is not None:
+            await mqtt.stop()
+        if udp is not None:
+            udp.stop()
+
+    async def async_apply(
+        self, settings: ServerSettings, *, restart_devices: bool = True
+    ) -> dict[str, str]:
+        """Use new settings; return the ports that failed, with the error.
+
+        What serves now is touched only once the new ports are open: a port
+        that cannot be opened leaves everything as it was. Devices connected
+        over MQTT are then restarted, since they learn where to connect only
+        from the OTA answer at start-up.
         """
-        if settings == self.settings and (
-            self.active or settings.transport is Transport.WEBSOCKET
-        ):
-            return {}
         old = self.settings
-        await self._async_restart_mqtt_devices()
-        await self.async_stop()
-        errors = await self._async_open(settings)
+        want_mqtt = settings.transport is Transport.AUTO
+        keep_mqtt = (
+            want_mqtt
+            and self.mqtt is not None
+            and (settings.mqtt_port == old.mqtt_port)
+        )
+        keep_udp = (
+            want_mqtt and self.udp is not None and (settings.udp_port == old.udp_port)
+        )
+        opened, errors = _Opened(), {}
+        if want_mqtt and not keep_mqtt:
+            opened.mqtt = MqttServer(self, max_packet=MAX_MQTT_PACKET)
+            try:
+                await opened.mqtt.start(LISTEN_HOST, settings.mqtt_port)
+            except OSError as err:
+                errors["mqtt_port"] = err.strerror or str(err)
+        if want_mqtt and not keep_udp:
+            opened.udp = UdpEndpoint()
+            try:
+                await opened.udp.start(LISTEN_HOST, settings.udp_port)
+            except OSError as err:
+                errors["udp_port"] = err.strerror or str(err)
         if errors:
-            await self._async_open(old)
+            await self._close(opened.mqtt, opened.udp)
             return errors
+        changed = (keep_mqtt, keep_udp) != (self.mqtt is not None, self.udp is not None)
+        changed = changed or not (keep_mqtt and keep_udp)
+        retired = _Opened(
+            None if keep_mqtt else self.mqtt, None if keep_udp else self.udp
+        )
+        if changed and restart_devices:
+            await self._async_restart_mqtt_devices()
         self.settings = settings
-        await self._store.async_save(asdict(settings))
+        self.mqtt = self.mqtt if keep_mqtt else opened.mqtt
+        self.udp = self.udp if keep_udp else opened.udp
+        await self._close(retired.mqtt, retired.udp)
+        if self.active:
+            LOGGER.debug(
+                "Device endpoints: MQTT on TCP %s, audio on UDP %s",
+                self.mqtt.port if self.mqtt else None,
+                self.udp.port if self.udp else None,
+            )
         return {}
 
     async def _async_restart_mqtt_devices(self) -> None:
-        entries: list[XiaozhiConfigEntry] = (
-            self.hass.config_entries.async_loaded_entries(DOMAIN)
-        )
         restarts = [
-            entry.runtime_data.async_restart("the device transport settings changed")
-            for entry in entries
-            if (session := entry.runtime_data.session) is not None
+            runtime.async_restart("the device transport settings changed")
+            for runtime in loaded_runtimes(self.hass)
+            if (session := runtime.session) is not None
             and isinstance(session.link, MqttLink)
         ]
         if restarts:
@@ -258,14 +232,8 @@ class DeviceEndpoints:
     # --- logins (MqttAuthenticator) ---------------------------------------
 
     def allowed(self, peer: str) -> bool:
-        """Refuse an address Home Assistant's IP ban holds, before it speaks."""
-        manager = self.hass.http.app.get(KEY_BAN_MANAGER) if self.hass.http else None
-        if manager is None or not manager.ip_bans_lookup:
-            return True
-        try:
-            return ip_address(peer) not in manager.ip_bans_lookup
-        except ValueError:
-            return True
+        """Refuse an address with too many wrong credentials, before it speaks."""
+        return not self._logins.blocked(peer)
 
     def authenticate(
         self, connection: MqttConnection, connect: Connect
@@ -286,38 +254,28 @@ class DeviceEndpoints:
         if isinstance(entry, Refusal):
             return _CONNACK[entry]
         async_bind(self.hass, entry, client_id)
-        manager = entry.runtime_data
-        up, down = topics(manager.mac)
+        runtime = entry.runtime_data
+        up, down = topics(runtime.mac)
         link = MqttLink(self, connection, up, down, identity=entry.entry_id)
         base = device_base_url(
             self.hass, f"http://{connection.local}:{self.hass.http.server_port}"
         )
-        link.session = manager.async_open_session(
+        link.session = runtime.async_open_session(
             link,
-            self._uploads(base, manager.mac),
+            self._uploads.for_device(base, runtime.mac),
             client_id=client_id,
             protocol_version=3,
         )
-        LOGGER.debug("%s connected over MQTT from %s", manager.name, connection.peer)
+        LOGGER.debug("%s connected over MQTT from %s", runtime.name, connection.peer)
         return link
 
+    @callback
     def refused(self, peer: str, connect: Connect, code: ConnectReturn) -> None:
-        """Count wrong credentials towards the IP ban, as the web server does."""
-        LOGGER.debug("Refused MQTT login of %r from %s: %s", connect, peer, code.name)
-        if code is not ConnectReturn.BAD_CREDENTIALS or not peer:
-            return
-        if self._reports >= MAX_LOGIN_REPORTS:
-            return  # a flood: the ones in flight already count towards the ban
-        self._reports += 1
-        self.hass.async_create_background_task(
-            self._async_report(peer), "xiaozhi failed MQTT login"
-        )
-
-    async def _async_report(self, peer: str) -> None:
-        try:
-            await process_wrong_login(_LoginAttempt(self.hass, peer))  # type: ignore[arg-type]
-        finally:
-            self._reports -= 1
+        """Count wrong credentials towards the address's failed logins."""
+        if code is ConnectReturn.BAD_CREDENTIALS:
+            self._logins.failed(peer, "MQTT login")
+        else:
+            LOGGER.debug("Refused MQTT login from %s: %s", peer, code.name)
 
 
 _CONNACK: Final = MappingProxyType(
@@ -329,16 +287,6 @@ _CONNACK: Final = MappingProxyType(
         Refusal.NOT_LOADED: ConnectReturn.SERVER_UNAVAILABLE,
     }
 )
-
-
-class _LoginAttempt:
-    """What Home Assistant's ban handling reads of a request, for an MQTT login."""
-
-    def __init__(self, hass: HomeAssistant, peer: str) -> None:
-        self.app = hass.http.app
-        self.remote = peer
-        self.headers = {"user-agent": "xiaozhi device (MQTT)"}
-        self.rel_url = "MQTT CONNECT"
 
 
 class MqttLink:

@@ -1,0 +1,30 @@
+"""What the integration keeps once per Home Assistant instance.
+
+Paired devices are config entries, and each one's runtime is its entry's
+``runtime_data``. What belongs to no single device lives here: the devices
+waiting to be paired, the MQTT + UDP endpoint, the views that mint one-time
+URLs, and the count of wrong credentials per address.
+"""
+
+from dataclasses import dataclass
+
+from homeassistant.util.hass_dict import HassKey
+
+from .const import DOMAIN
+from .pairing.manager import PairingManager
+from .transport.logins import FailedLogins
+from .transport.mqtt import DeviceEndpoints
+from .transport.uploads import UploadViews
+
+
+@dataclass(slots=True)
+class XiaozhiDomainData:
+    """Instance-wide state of the integration."""
+
+    pairing: PairingManager
+    endpoints: DeviceEndpoints
+    uploads: UploadViews
+    logins: FailedLogins
+
+
+DATA_KEY: HassKey[XiaozhiDomainData] = HassKey(DOMAIN)

@@ -1,0 +1,1 @@
+"""Sounds for a device: fetched from Home Assistant or the web, decoded for it."""

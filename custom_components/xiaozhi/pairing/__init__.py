@@ -1,0 +1,1 @@
+"""Pairing: codes devices show, identities they prove, and clients not yet paired."""

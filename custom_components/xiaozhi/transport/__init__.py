@@ -1,0 +1,1 @@
+"""How devices reach Home Assistant: OTA check-in, WebSocket, MQTT + UDP, uploads."""

@@ -1,0 +1,213 @@
+"""The devices' OTA check-in and activation: who a device is, and its answer.
+
+At boot a device posts its system information to its OTA address. The paired
+identity gets where to connect (the ``mqtt`` and ``websocket`` blocks) with
+its token; any other identity, even with a paired MAC, gets a pairing code
+and never the token. While the code is shown the device polls the activation
+address: 202 pending, 200 once the user entered it.
+
+:func:`answer_check_in` builds every answer; the views only adapt HTTP.
+"""
+
+from dataclasses import dataclass
+from enum import StrEnum
+from http import HTTPStatus
+from typing import Any, Final
+
+from aiohttp import web
+from homeassistant.config_entries import SOURCE_IGNORE, ConfigEntryState
+from homeassistant.core import HomeAssistant
+from homeassistant.helpers.http import KEY_HASS, HomeAssistantView
+from homeassistant.util import dt as dt_util
+from yarl import URL
+
+from ..const import CONF_TOKEN, DOMAIN, URL_ACTIVATE, URL_OTA
+from ..domain_data import DATA_KEY
+from ..pairing.identity import client_matches
+from .http import client_id, device_mac, error_response, read_json
+from .urls import device_base_url, websocket_url
+
+MAX_BOARD_NAME: Final = 64
+MAX_FIRMWARE: Final = 32
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CheckIn:
+    """A device's OTA check: its identity and what it says about itself."""
+
+    mac: str
+    client_id: str
+    address: str
+    info: dict[str, Any]
+    user_agent: str
+
+    def describe(self) -> tuple[str, str]:
+        """Return the board name and firmware version the device reports."""
+        board = self.info.get("board")
+        application = self.info.get("application")
+        name: Any = None
+        if isinstance(board, dict):
+            name = board.get("name") or board.get("type")
+        version = application.get("version") if isinstance(application, dict) else None
+        agent_board, _, agent_version = self.user_agent.partition("/")
+        board_name = name if isinstance(name, str) and name else agent_board or "device"
+        firmware = version if isinstance(version, str) and version else agent_version
+        return board_name[:MAX_BOARD_NAME], firmware[:MAX_FIRMWARE]
+
+
+class Refused(StrEnum):
+    """Why a check-in gets no answer."""
+
+    IGNORED = "Device is ignored"
+    DISABLED = "Device is disabled"
+    TOO_MANY = "Too many devices are waiting to pair"
+
+
+def _server_time() -> dict[str, int]:
+    now = dt_util.now()
+    offset = now.utcoffset()
+    return {
+        "timestamp": int(now.timestamp() * 1000),
+        "timezone_offset": int(offset.total_seconds() // 60) if offset else 0,
+    }
+
+
+def websocket_block(base: str, token: str) -> dict[str, Any]:
+    """Return the answer's ``websocket`` block for a device with ``token``."""
+    return {"url": websocket_url(base), "token": token, "version": 1}
+
+
+def answer_check_in(
+    hass: HomeAssistant, check_in: CheckIn, base: str
+) -> dict[str, Any] | Refused:
+    """Return the OTA answer for a device that reached us at ``base``."""
+    domain_data = hass.data[DATA_KEY]
+    answer: dict[str, Any] = {"server_time": _server_time()}
+    entry = hass.config_entries.async_entry_for_domain_unique_id(DOMAIN, check_in.mac)
+    if entry is not None:
+        if entry.source == SOURCE_IGNORE:
+            return Refused.IGNORED
+        if entry.disabled_by is not None:
+            return Refused.DISABLED
+        if client_matches(entry, check_in.client_id):
+            # The firmware prefers mqtt when both are there; clients that
+            # speak only WebSocket take that block.
+            mqtt = domain_data.endpoints.ota_block(
+                URL(base).host, entry, check_in.client_id
+            )
+            if mqtt is not None:
+                answer["mqtt"] = mqtt
+            answer["websocket"] = websocket_block(base, entry.data[CONF_TOKEN])
+            return answer
+    board, firmware = check_in.describe()
+    pending = domain_data.pairing.check_in(
+        mac=check_in.mac,
+        client_id=check_in.client_id,
+        address=check_in.address,
+        board=board,
+        firmware=firmware,
+    )
+    if pending is None:
+        return Refused.TOO_MANY
+    answer["activation"] = {
+        "code": pending.code,
+        "message": f"Home Assistant\n{pending.code}",
+        "challenge": pending.challenge,
+        "timeout_ms": int(pending.remaining() * 1000),
+    }
+    # Clients that connect before they are paired (xiaozhi-sdk) need a link
+    # now; it is restricted to showing the code until the user enters it,
+    # and then its token is the device's.
+    answer["websocket"] = websocket_block(base, pending.token)
+    return answer
+
+
+def activation_pending(hass: HomeAssistant, mac: str, client: str) -> bool | None:
+    """Return whether a device still waits for its code (None: no pairing)."""
+    if hass.data[DATA_KEY].pairing.get(mac, client) is not None:
+        return True
+    entry = hass.config_entries.async_entry_for_domain_unique_id(DOMAIN, mac)
+    if entry is None or entry.source == SOURCE_IGNORE:
+        return None
+    if not client_matches(entry, client):
+        return None
+    # A client that connects at once must find the device ready.
+    return entry.state is not ConfigEntryState.LOADED
+
+
+_REFUSED_STATUS: Final = {
+    Refused.IGNORED: HTTPStatus.FORBIDDEN,
+    Refused.DISABLED: HTTPStatus.FORBIDDEN,
+    Refused.TOO_MANY: HTTPStatus.TOO_MANY_REQUESTS,
+}
+
+
+async def _read_check_in(request: web.Request) -> CheckIn | web.Response:
+    """Return the check-in of an OTA or activation request, or the error.
+
+    Both headers are required: a device is its MAC and its Client-Id.
+    """
+    mac = device_mac(request)
+    if mac is None:
+        return error_response(
+            HTTPStatus.BAD_REQUEST, "Missing or invalid Device-Id header"
+        )
+    client = client_id(request)
+    if client is None:
+        return error_response(
+            HTTPStatus.BAD_REQUEST, "Missing or invalid Client-Id header"
+        )
+    info = await read_json(request)
+    if isinstance(info, web.Response):
+        return info
+    return CheckIn(
+        mac=mac,
+        client_id=client,
+        address=request.remote or "unknown",
+        info=info,
+        user_agent=request.headers.get("User-Agent", ""),
+    )
+
+
+class OtaView(HomeAssistantView):
+    """The device's OTA check: pairing codes and, once paired, its link."""
+
+    url = URL_OTA
+    extra_urls = [URL_OTA.rstrip("/")]  # noqa: RUF012 - as declared by the base
+    name = "api:xiaozhi:ota"
+    requires_auth = False
+
+    async def post(self, request: web.Request) -> web.Response:
+        """Answer a device's check-in."""
+        hass = request.app[KEY_HASS]
+        check_in = await _read_check_in(request)
+        if isinstance(check_in, web.Response):
+            return check_in
+        base = device_base_url(hass, str(request.url.origin()))
+        answer = answer_check_in(hass, check_in, base)
+        if isinstance(answer, Refused):
+            return error_response(_REFUSED_STATUS[answer], answer.value)
+        return self.json(answer)
+
+
+class ActivateView(HomeAssistantView):
+    """Polled by a device while its code is shown: 202 pending, 200 paired."""
+
+    url = URL_ACTIVATE
+    name = "api:xiaozhi:activate"
+    requires_auth = False
+
+    async def post(self, request: web.Request) -> web.Response:
+        """Tell the device whether the user entered its code."""
+        hass = request.app[KEY_HASS]
+        check_in = await _read_check_in(request)
+        if isinstance(check_in, web.Response):
+            return check_in
+        pending = activation_pending(hass, check_in.mac, check_in.client_id)
+        if pending is None:
+            return error_response(
+                HTTPStatus.NOT_FOUND, "No pairing in progress for this device"
+            )
+        if pending:
+            return self.json({"status": "pending"}, HTTPStatus.ACCEPTED)
+        return self.json({"status": "activated"})

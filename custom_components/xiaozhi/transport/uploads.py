@@ -1,0 +1,265 @@
+"""What devices upload and fetch over HTTP: photos, screen pictures, sounds.
+
+The camera posts to the vision URL with the session's vision token. Screen
+pictures and sounds use one-time URLs that the views below mint: each works
+once, and a wrong or used one counts as a failed login of its address.
+"""
+
+import asyncio
+from dataclasses import dataclass
+from http import HTTPStatus
+import secrets
+from typing import Final
+
+from aiohttp import BodyPartReader, web
+from aiohttp.http import HttpProcessingError
+from homeassistant.core import CALLBACK_TYPE, HomeAssistant, callback
+from homeassistant.helpers.http import KEY_HASS, HomeAssistantView
+
+from ..const import (
+    LOGGER,
+    MAX_OTA_BODY,
+    MAX_PHOTO_BYTES,
+    URL_CLIP,
+    URL_SNAPSHOT,
+    URL_VISION,
+)
+from ..pairing.identity import client_matches, loaded_runtime
+from ..pairing.manager import same_secret
+from ..runtime import XiaozhiRuntime
+from .http import bearer_token, client_id, device_mac, error_response
+from .logins import FailedLogins
+
+JPEG_MAGIC: Final = b"\xff\xd8\xff"
+VISION_ANSWER: Final = "Photo received by Home Assistant."
+
+
+class OneTimeTokens[T]:
+    """Secrets that each unlock one value once (the views' one-time URLs)."""
+
+    def __init__(self) -> None:
+        """Start with none handed out."""
+        self._values: dict[str, T] = {}
+
+    def add(self, value: T) -> tuple[str, CALLBACK_TYPE]:
+        """Return a new token for ``value`` and the callback revoking it."""
+        token = secrets.token_urlsafe(24)
+        self._values[token] = value
+
+        @callback
+        def revoke() -> None:
+            self._values.pop(token, None)
+
+        return token, revoke
+
+    def take(self, token: str) -> T | None:
+        """Return the token's value and forget it; None if unknown or used."""
+        return self._values.pop(token, None)
+
+
+class VisionView(HomeAssistantView):
+    """Photos from the device camera, authorised by the session's vision token."""
+
+    url = URL_VISION
+    name = "api:xiaozhi:vision"
+    requires_auth = False
+
+    def __init__(self, logins: FailedLogins) -> None:
+        """Count wrong tokens in ``logins``."""
+        self._logins = logins
+
+    async def post(self, request: web.Request) -> web.Response:
+        """Store the uploaded photo for the device's image entity."""
+        hass = request.app[KEY_HASS]
+        if self._logins.blocked(request.remote):
+            return error_response(HTTPStatus.FORBIDDEN, "Too many wrong credentials")
+        runtime = loaded_runtime(hass, device_mac(request))
+        session = runtime.session if runtime is not None else None
+        if (
+            runtime is None
+            or session is None
+            or not same_secret(session.vision_token, bearer_token(request))
+            or not client_matches(runtime.entry, client_id(request))
+        ):
+            self._logins.failed(request.remote, "vision upload")
+            return error_response(HTTPStatus.UNAUTHORIZED, "Invalid vision token")
+        if (
+            request.content_length is not None
+            and request.content_length > MAX_PHOTO_BYTES + MAX_OTA_BODY
+        ):
+            return error_response(
+                HTTPStatus.REQUEST_ENTITY_TOO_LARGE, "Photo too large"
+            )
+        upload = await _receive_picture(request, runtime, "photo")
+        if isinstance(upload, web.Response):
+            return upload
+        question, photo = upload
+        runtime.async_store_picture("photo", photo, "image/jpeg", question)
+        return web.Response(text=VISION_ANSWER)
+
+
+class SnapshotView(HomeAssistantView):
+    """Screen pictures, uploaded to one-time URLs this view mints."""
+
+    url = URL_SNAPSHOT + "/{token}"
+    name = "api:xiaozhi:snapshot"
+    requires_auth = False
+
+    def __init__(self, logins: FailedLogins) -> None:
+        """Start with no URL handed out; count wrong ones in ``logins``."""
+        self._logins = logins
+        self._tokens = OneTimeTokens[str]()
+
+    def mint(self, base: str, mac: str) -> tuple[str, CALLBACK_TYPE]:
+        """Return a one-time upload URL for ``mac`` and the callback revoking it."""
+        token, revoke = self._tokens.add(mac)
+        return f"{base}{URL_SNAPSHOT}/{token}", revoke
+
+    async def post(self, request: web.Request, token: str) -> web.Response:
+        """Store the uploaded screen picture."""
+        hass = request.app[KEY_HASS]
+        if self._logins.blocked(request.remote):
+            return error_response(HTTPStatus.FORBIDDEN, "Too many wrong credentials")
+        runtime = loaded_runtime(hass, self._tokens.take(token))
+        if runtime is None:
+            self._logins.failed(request.remote, "snapshot URL")
+            return error_response(
+                HTTPStatus.UNAUTHORIZED, "Invalid or used snapshot URL"
+            )
+        upload = await _receive_picture(request, runtime, "screen picture")
+        if isinstance(upload, web.Response):
+            return upload
+        _question, picture = upload
+        runtime.async_store_picture("screen", picture, "image/jpeg")
+        return web.Response(text="ok")
+
+
+class ClipView(HomeAssistantView):
+    """Sounds for the device to fetch (``notify``), at one-time URLs."""
+
+    url = URL_CLIP + "/{token}"
+    name = "api:xiaozhi:clip"
+    requires_auth = False
+
+    def __init__(self, logins: FailedLogins) -> None:
+        """Start with nothing to serve; count wrong URLs in ``logins``."""
+        self._logins = logins
+        self._clips = OneTimeTokens[tuple[bytes, asyncio.Event]]()
+
+    def mint(self, base: str, audio: bytes) -> tuple[str, asyncio.Event, CALLBACK_TYPE]:
+        """Return a one-time URL of ``audio``, its fetched event and its revoker."""
+        fetched = asyncio.Event()
+        token, revoke = self._clips.add((audio, fetched))
+        return f"{base}{URL_CLIP}/{token}.ogg", fetched, revoke
+
+    async def get(self, request: web.Request, token: str) -> web.Response:
+        """Hand the sound to the device, once."""
+        if self._logins.blocked(request.remote):
+            return error_response(HTTPStatus.FORBIDDEN, "Too many wrong credentials")
+        clip = self._clips.take(token.removesuffix(".ogg"))
+        if clip is None:
+            self._logins.failed(request.remote, "sound URL")
+            return error_response(HTTPStatus.NOT_FOUND, "Unknown or used sound URL")
+        audio, fetched = clip
+        fetched.set()
+        return web.Response(body=audio, content_type="audio/ogg")
+
+
+@dataclass(frozen=True, slots=True)
+class UploadViews:
+    """The views devices upload to and fetch from (registered once)."""
+
+    vision: VisionView
+    snapshots: SnapshotView
+    clips: ClipView
+
+    @classmethod
+    def register(cls, hass: HomeAssistant, logins: FailedLogins) -> UploadViews:
+        """Register the views (once per instance: routes stay)."""
+        views = cls(VisionView(logins), SnapshotView(logins), ClipView(logins))
+        for view in (views.vision, views.snapshots, views.clips):
+            hass.http.register_view(view)
+        return views
+
+    def for_device(self, base: str, mac: str) -> DeviceUploads:
+        """Return the URLs of one device, on the address it reached us with."""
+        return DeviceUploads(base, self, mac)
+
+
+class DeviceUploads:
+    """Upload and sound URLs for one device, on the address it reached us with."""
+
+    def __init__(self, base: str, views: UploadViews, mac: str) -> None:
+        """Remember where uploads go."""
+        self.vision_url = base + URL_VISION
+        self._base = base
+        self._views = views
+        self._mac = mac
+
+    def mint_snapshot_url(self) -> tuple[str, CALLBACK_TYPE]:
+        """Return a one-time screen picture URL and the callback revoking it."""
+        return self._views.snapshots.mint(self._base, self._mac)
+
+    def mint_clip_url(self, audio: bytes) -> tuple[str, asyncio.Event, CALLBACK_TYPE]:
+        """Return a one-time URL serving ``audio`` (Ogg Opus) to the device.
+
+        The event is set once the device has fetched it.
+        """
+        return self._views.clips.mint(self._base, audio)
+
+
+async def _receive_picture(
+    request: web.Request, runtime: XiaozhiRuntime, what: str
+) -> tuple[str, bytes] | web.Response:
+    """Return the question and JPEG of an upload, or the error response."""
+    try:
+        return await _read_photo(request)
+    except (ValueError, TypeError) as err:
+        LOGGER.warning("%s sent an unusable %s: %s", runtime.name, what, err)
+        return error_response(HTTPStatus.BAD_REQUEST, str(err))
+    except _TooLargeError:
+        return error_response(
+            HTTPStatus.REQUEST_ENTITY_TOO_LARGE, f"The {what} is too large"
+        )
+
+
+class _TooLargeError(Exception):
+    """A part of the upload is over its limit."""
+
+
+async def _read_photo(request: web.Request) -> tuple[str, bytes]:
+    """Read the ``question`` and ``file`` parts of a vision upload."""
+    if not request.content_type.startswith("multipart/"):
+        raise ValueError("expected multipart/form-data")
+    reader = await request.multipart()
+    question = ""
+    photo: bytes | None = None
+    try:
+        while (part := await reader.next()) is not None:
+            if not isinstance(part, BodyPartReader):
+                raise TypeError("nested multipart is not supported")
+            if part.name == "question":
+                raw = await _read_part(part, MAX_OTA_BODY)
+                question = raw.decode("utf-8", "replace")
+            elif part.name == "file":
+                photo = await _read_part(part, MAX_PHOTO_BYTES)
+            else:
+                await part.release()
+    except HttpProcessingError as err:
+        # The multipart parser's own errors: a part header over its limit,
+        # a body cut short...
+        raise ValueError(f"malformed multipart body: {err.message}") from None
+    if photo is None:
+        raise ValueError("no file part")
+    if not photo.startswith(JPEG_MAGIC):
+        raise ValueError("file is not a JPEG")
+    return question, photo
+
+
+async def _read_part(part: BodyPartReader, limit: int) -> bytes:
+    data = bytearray()
+    while chunk := await part.read_chunk():
+        data += chunk
+        if len(data) > limit:
+            raise _TooLargeError
+    return bytes(data)

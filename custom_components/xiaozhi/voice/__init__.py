@@ -1,0 +1,1 @@
+"""A device's voice: its channel, turns through the pipeline, speech, routing."""

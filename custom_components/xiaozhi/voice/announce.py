@@ -1,0 +1,246 @@
+"""Announcements: a message (and its sound) played on a device.
+
+Three ways, by what the device can do now:
+
+- in a conversation its audio is open: ``tts start``, the text, the sound
+  as paced Opus, ``tts stop``;
+- idle on an always-on link, on firmware that plays ``notify``: the sound is
+  served once as Ogg Opus and the device fetches and plays it;
+- idle on older firmware: the text is shown with the device's alert sound.
+"""
+
+import asyncio
+from collections.abc import AsyncIterator
+import contextlib
+from typing import Final, Protocol
+
+from homeassistant.components import tts
+from homeassistant.components.assist_satellite import AssistSatelliteAnnouncement
+from homeassistant.core import CALLBACK_TYPE, HomeAssistant
+from homeassistant.exceptions import HomeAssistantError
+
+from ..const import DOMAIN, LOGGER
+from ..errors import DeviceUnavailableError
+from ..media.fetch import async_fetch_pcm
+from ..protocol.audio import SPEAKER_SAMPLE_RATE
+from ..protocol.audio.codec import SAMPLE_WIDTH, encode_ogg_opus
+from ..protocol.audio.pacing import TTS_START_SETTLE
+from ..protocol.firmware import plays_notify
+from .channel import VoiceChannel
+from .speech import play_audio, stream_pcm
+
+ANNOUNCER: Final = "Home Assistant"  # the alert's title line
+NOTIFY_FETCH_TIMEOUT: Final = 10.0  # the firmware fetches at once when idle
+
+
+class ClipUrls(Protocol):
+    """Mints one-time URLs of sounds a device fetches."""
+
+    def mint_clip_url(self, audio: bytes) -> tuple[str, asyncio.Event, CALLBACK_TYPE]:
+        """Return a one-time URL of a sound, its fetched event and its revoker."""
+
+
+class AnnounceTarget(Protocol):
+    """The device's runtime, as far as announcements need it."""
+
+    @property
+    def name(self) -> str:
+        """Return the device's name."""
+
+    @property
+    def voice(self) -> VoiceChannel:
+        """Return the voice of the live session (DeviceUnavailableError without)."""
+
+    @property
+    def uploads(self) -> ClipUrls | None:
+        """Return the URLs of the live session."""
+
+    @property
+    def firmware(self) -> str | None:
+        """Return the firmware version the device reported."""
+
+
+def _failed(name: str, err: BaseException) -> HomeAssistantError:
+    return HomeAssistantError(
+        translation_domain=DOMAIN,
+        translation_key="announce_failed",
+        translation_placeholders={"name": name, "error": str(err)},
+    )
+
+
+class Announcer:
+    """Plays announcements on one device, one at a time."""
+
+    def __init__(self, hass: HomeAssistant, target: AnnounceTarget) -> None:
+        """Announce on the device of ``target``."""
+        self.hass = hass
+        self._target = target
+        self._playback: asyncio.Task[None] | None = None
+
+    @property
+    def playing(self) -> bool:
+        """Return True while an announcement plays on the open audio."""
+        return self._playback is not None
+
+    def cancel(self) -> None:
+        """Cut the announcement that plays on the open audio short."""
+        if self._playback is not None:
+            self._playback.cancel()
+
+    async def async_stopped(self) -> None:
+        """Wait until the playback that was cut short has said ``tts stop``."""
+        if (playback := self._playback) is not None:
+            await asyncio.wait({playback})
+
+    def channel(self) -> VoiceChannel:
+        """Return the device's voice channel, or say it cannot be reached now."""
+        try:
+            return self._target.voice
+        except DeviceUnavailableError as err:
+            raise HomeAssistantError(
+                translation_domain=DOMAIN,
+                translation_key="announce_not_connected",
+                translation_placeholders={"name": self._target.name},
+            ) from err
+
+    async def async_announce(self, announcement: AssistSatelliteAnnouncement) -> bool:
+        """Play an announcement however the device can; return once played.
+
+        Returns False when it was cut short (an abort). Raises
+        HomeAssistantError (``announce_not_connected``, ``announce_failed``,
+        ``announce_needs_text``) when it cannot be played.
+        """
+        channel = self.channel()
+        if not channel.open and channel.idle_reachable:
+            await self._async_announce_idle(channel, announcement)
+            return True
+        return await self.async_play(channel, announcement)
+
+    async def async_play(
+        self, channel: VoiceChannel, announcement: AssistSatelliteAnnouncement
+    ) -> bool:
+        """Play on the open audio; return False when it was cut short (abort)."""
+        task = self._playback = self.hass.async_create_background_task(
+            self._play(channel, announcement),
+            f"xiaozhi announcement on {channel.name}",
+        )
+        # An abort cancels the playback; it must not end the announcer in error.
+        await asyncio.wait({task})
+        if self._playback is task:
+            self._playback = None
+        failure = None if task.cancelled() else task.exception()
+        if failure is not None:
+            raise _failed(channel.name, failure) from failure
+        return not task.cancelled()
+
+    async def _play(
+        self, channel: VoiceChannel, announcement: AssistSatelliteAnnouncement
+    ) -> None:
+        await channel.async_start_speaking()
+        started = self.hass.loop.time()
+        try:
+            if announcement.message:
+                await channel.async_show_sentence(announcement.message)
+            await play_audio(
+                channel,
+                self._pcm(announcement, channel.sample_rate),
+                not_before=started + TTS_START_SETTLE,
+            )
+        finally:
+            with contextlib.suppress(HomeAssistantError):
+                await channel.async_stop_speaking()
+
+    async def _async_announce_idle(
+        self, channel: VoiceChannel, announcement: AssistSatelliteAnnouncement
+    ) -> None:
+        name, firmware = channel.name, self._target.firmware
+        text = announcement.message
+        try:
+            if plays_notify(firmware):
+                if await self._async_notify_sound(channel, announcement):
+                    return
+                LOGGER.info(
+                    "%s did not fetch the announcement (busy?); showing its text",
+                    name,
+                )
+            else:
+                LOGGER.info(
+                    "%s plays sounds only in a conversation (firmware %s); "
+                    "showing the announcement's text with its alert sound",
+                    name,
+                    firmware,
+                )
+            if not text:
+                raise HomeAssistantError(
+                    translation_domain=DOMAIN,
+                    translation_key="announce_needs_text",
+                    translation_placeholders={"name": name},
+                )
+            await channel.async_show_alert(ANNOUNCER, text, "neutral")
+        except DeviceUnavailableError as err:
+            raise _failed(name, err) from err
+
+    async def _async_notify_sound(
+        self, channel: VoiceChannel, announcement: AssistSatelliteAnnouncement
+    ) -> bool:
+        """Serve the announcement as a sound; True once the device fetched it.
+
+        The device plays its own chime first, so the pre-announcement is left
+        out; it returns to idle by itself once the sound has played.
+        """
+        uploads = self._target.uploads
+        pcm = b"".join(
+            [
+                chunk
+                async for chunk in self._pcm(
+                    announcement, SPEAKER_SAMPLE_RATE, preannounce=False
+                )
+            ]
+        )
+        if not pcm or uploads is None:
+            return False
+        audio = await self.hass.async_add_executor_job(
+            encode_ogg_opus, pcm, SPEAKER_SAMPLE_RATE
+        )
+        url, fetched, revoke = uploads.mint_clip_url(audio)
+        try:
+            await channel.async_notify(url, announcement.message)
+            async with asyncio.timeout(NOTIFY_FETCH_TIMEOUT):
+                await fetched.wait()
+        except TimeoutError:
+            return False
+        finally:
+            revoke()
+        # Played in real time; the announcement is over when it has played.
+        await asyncio.sleep(len(pcm) / SAMPLE_WIDTH / SPEAKER_SAMPLE_RATE)
+        return True
+
+    async def _pcm(
+        self,
+        announcement: AssistSatelliteAnnouncement,
+        rate: int,
+        *,
+        preannounce: bool = True,
+    ) -> AsyncIterator[bytes]:
+        """Yield the announcement's sound: the chime, then the message."""
+        if preannounce and announcement.preannounce_media_id:
+            for pcm in await async_fetch_pcm(
+                self.hass, announcement.preannounce_media_id, rate
+            ):
+                yield pcm
+        if announcement.media_id_source == "tts" and announcement.tts_token:
+            stream = tts.async_get_stream(self.hass, announcement.tts_token)
+            if stream is None:
+                raise HomeAssistantError(
+                    translation_domain=DOMAIN,
+                    translation_key="media_unavailable",
+                    translation_placeholders={
+                        "url": announcement.original_media_id,
+                        "error": "gone",
+                    },
+                )
+            async for pcm in stream_pcm(self.hass, stream, rate):
+                yield pcm
+        else:
+            for pcm in await async_fetch_pcm(self.hass, announcement.media_id, rate):
+                yield pcm

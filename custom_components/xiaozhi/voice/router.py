@@ -1,0 +1,106 @@
+"""Where a device's voice goes: its Assist satellite, or a polite refusal.
+
+The runtime passes voice events and microphone audio here. The satellite
+entity registers as the handler while it exists; with no handler (the entity
+is disabled) a device that starts listening is told so and its conversation
+ends, rather than streaming its microphone to nobody.
+"""
+
+from collections.abc import Callable, Coroutine
+from typing import Any, Final, Protocol
+
+from homeassistant.core import CALLBACK_TYPE, callback
+from homeassistant.exceptions import HomeAssistantError
+
+from ..const import LOGGER
+from ..protocol import DeviceEvent, DeviceEventType
+from .channel import VoiceChannel
+
+VOICE_EVENTS: Final = frozenset(
+    {
+        DeviceEventType.WAKE_WORD,
+        DeviceEventType.LISTENING_STARTED,
+        DeviceEventType.LISTENING_STOPPED,
+        DeviceEventType.ABORTED,
+    }
+)
+
+
+class VoiceHandler(Protocol):
+    """What serves a device's voice (the Assist satellite entity)."""
+
+    def voice_event(self, event: DeviceEvent) -> None:
+        """Take a wake word, listen start/stop or abort."""
+
+    def voice_audio(self, payload: bytes) -> None:
+        """Take one Opus packet from the microphone."""
+
+    def voice_closed(self) -> None:
+        """Learn that the device's audio is gone (link closed, or goodbye)."""
+
+
+type TextLookup = Callable[[str], Coroutine[Any, Any, str]]
+type BackgroundRunner = Callable[[Coroutine[Any, Any, None], str], None]
+
+
+class VoiceRouter:
+    """Passes one device's voice to its handler."""
+
+    def __init__(self, name: str, text: TextLookup, run: BackgroundRunner) -> None:
+        """Route for the device ``name``; ``run`` starts background work."""
+        self._name = name
+        self._text = text
+        self._run = run
+        self._handler: VoiceHandler | None = None
+
+    @callback
+    def async_set_handler(self, handler: VoiceHandler) -> CALLBACK_TYPE:
+        """Have ``handler`` serve the device's voice until the callback is called."""
+        self._handler = handler
+
+        @callback
+        def remove() -> None:
+            if self._handler is handler:
+                self._handler = None
+
+        return remove
+
+    @callback
+    def event(self, event: DeviceEvent, channel: VoiceChannel) -> None:
+        """Take a voice event of the device."""
+        if event.type is DeviceEventType.CONVERSATION_ENDED:
+            self.closed()
+        elif event.type not in VOICE_EVENTS:
+            return
+        elif self._handler is not None:
+            self._handler.voice_event(event)
+        elif event.type is DeviceEventType.LISTENING_STARTED:
+            # Nobody serves it: a listening device would stream its microphone
+            # for as long as the link stays open.
+            self._run(self._refuse(channel), "xiaozhi refuse voice")
+
+    @callback
+    def audio(self, payload: bytes) -> None:
+        """Take one Opus packet of the device's microphone."""
+        if self._handler is not None:
+            self._handler.voice_audio(payload)
+
+    @callback
+    def closed(self) -> None:
+        """Tell the handler the device's audio is gone (link closed, or goodbye)."""
+        if self._handler is not None:
+            self._handler.voice_closed()
+
+    async def _refuse(self, channel: VoiceChannel) -> None:
+        LOGGER.info(
+            "%s started listening, but its Assist satellite is disabled; ending "
+            "the conversation",
+            self._name,
+        )
+        try:
+            await channel.async_show_alert(
+                "Home Assistant", await self._text("voice_off"), "sad"
+            )
+        except HomeAssistantError as err:
+            LOGGER.debug("Could not tell %s: %s", self._name, err)
+        await channel.async_end_conversation()
