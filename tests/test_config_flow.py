@@ -9,7 +9,9 @@ from freezegun.api import FrozenDateTimeFactory
 from homeassistant.config_entries import (
     SOURCE_IGNORE,
     SOURCE_INTEGRATION_DISCOVERY,
+    SOURCE_SYSTEM,
     SOURCE_USER,
+    ConfigEntryState,
 )
 from homeassistant.core import HomeAssistant
 from homeassistant.data_entry_flow import FlowResultType
@@ -30,15 +32,15 @@ from custom_components.xiaozhi.const import (
     MAX_CODE_ATTEMPTS,
     URL_ACTIVATE,
     URL_OTA,
-    WAIT_FOR_DEVICE_TIMEOUT,
 )
-from custom_components.xiaozhi.data import DATA_KEY
-from custom_components.xiaozhi.endpoints import EndpointSettings, Transport
+from custom_components.xiaozhi.domain_data import DATA_KEY
+from custom_components.xiaozhi.settings import SERVER_UNIQUE_ID, Transport
 from simulator.cli import client_id_for
 
 from .conftest import BOARD, FIRMWARE, MAC, TOKEN, device_headers, system_info
 
 MAC2 = "aa:bb:cc:dd:ee:02"
+WEBSOCKET_ONLY = {"transport": "websocket", "mqtt_port": 1885, "udp_port": 1886}
 
 
 async def check_in(client: TestClient[Any, Any], mac: str = MAC) -> dict[str, Any]:
@@ -86,7 +88,7 @@ async def test_discovery_pairing(
     assert flow["context"]["source"] == SOURCE_INTEGRATION_DISCOVERY
     assert flow["context"]["unique_id"] == MAC
     assert flow["context"]["title_placeholders"] == {
-        "name": f"XiaoZhi {BOARD} ({MAC.upper()})"
+        "name": f"XiaoZhi {MAC.upper()} ({BOARD})"
     }
     assert flow["step_id"] == "pair"
 
@@ -170,14 +172,10 @@ async def test_code_expires(
 async def test_code_expired_while_form_open(
     hass: HomeAssistant, client: TestClient[Any, Any], freezer: FrozenDateTimeFactory
 ) -> None:
-    """A code typed after expiry ends the user's flow with a clear reason."""
+    """A code typed after expiry ends the card's flow with a clear reason."""
     code = (await check_in(client))["activation"]["code"]
-    result = await hass.config_entries.flow.async_init(
-        DOMAIN, context={"source": SOURCE_USER}
-    )
-    result = await hass.config_entries.flow.async_configure(result["flow_id"], {})
     await hass.async_block_till_done()
-    result = await hass.config_entries.flow.async_configure(result["flow_id"])
+    result = discovery_flows(hass)[0]
     assert result["step_id"] == "pair"
 
     freezer.tick(601)
@@ -222,7 +220,6 @@ async def test_discovery_of_an_ignored_device_aborts(
         address="192.168.1.20",
         board=BOARD,
         firmware=FIRMWARE,
-        paired=True,
     )
     await hass.async_block_till_done()
     result = await hass.config_entries.flow.async_init(
@@ -234,82 +231,152 @@ async def test_discovery_of_an_ignored_device_aborts(
     assert result["reason"] == "already_configured"
 
 
-async def test_user_flow_waits_for_device(
-    hass: HomeAssistant, client: TestClient[Any, Any]
+async def test_the_first_flow_makes_home_assistant_the_server(
+    hass: HomeAssistant, internal_url: str, socket_enabled: None
 ) -> None:
-    """Add integration explains the OTA address, then pairs the next device."""
+    """Without a server entry, adding the integration creates it, settings first."""
+    assert await async_setup_component(hass, "homeassistant", {})
     result = await hass.config_entries.flow.async_init(
         DOMAIN, context={"source": SOURCE_USER}
     )
     assert result["type"] is FlowResultType.FORM
-    assert result["step_id"] == "user"
+    assert result["step_id"] == "server"
     assert result["description_placeholders"] == {
         "ota_url": "http://192.168.1.10:8123/api/xiaozhi/v1/ota/"
     }
-
-    result = await hass.config_entries.flow.async_configure(result["flow_id"], {})
-    assert result["type"] is FlowResultType.SHOW_PROGRESS
-    assert result["progress_action"] == "wait_for_device"
-    flow_id = result["flow_id"]
-
-    code = (await check_in(client))["activation"]["code"]
-    await hass.async_block_till_done()
-    # The waiting flow took the device: no separate discovery flow.
-    assert [flow["flow_id"] for flow in discovery_flows(hass)] == [flow_id]
-
-    result = await hass.config_entries.flow.async_configure(flow_id)
-    assert result["type"] is FlowResultType.FORM
-    assert result["step_id"] == "pair"
-    assert result["description_placeholders"] == {
-        "name": f"XiaoZhi {BOARD} ({MAC.upper()})",
-        "board": BOARD,
-        "mac": MAC.upper(),
-    }
-    result = await hass.config_entries.flow.async_configure(flow_id, {"code": code})
+    result = await hass.config_entries.flow.async_configure(
+        result["flow_id"], {**WEBSOCKET_ONLY, "mqtt_port": 1883}
+    )
+    assert result["errors"] == {"mqtt_port": "port_reserved"}
+    result = await hass.config_entries.flow.async_configure(
+        result["flow_id"], WEBSOCKET_ONLY
+    )
     assert result["type"] is FlowResultType.CREATE_ENTRY
-    assert result["result"].unique_id == MAC
+    assert result["title"] == "XiaoZhi server"
+    server = result["result"]
+    assert server.unique_id == SERVER_UNIQUE_ID
+    assert server.options == WEBSOCKET_ONLY
+    await hass.async_block_till_done()
+    assert server.state is ConfigEntryState.LOADED
+
+    # From now on the same button pairs a device by its code.
+    result = await hass.config_entries.flow.async_init(
+        DOMAIN, context={"source": SOURCE_USER}
+    )
+    assert result["step_id"] == "code"
+    # A second server is refused.
+    result = await hass.config_entries.flow.async_init(
+        DOMAIN, context={"source": SOURCE_SYSTEM}, data={}
+    )
+    assert result["type"] is FlowResultType.ABORT
+    assert result["reason"] == "already_configured"
 
 
-async def test_user_flow_takes_pending_device(
+async def test_a_paired_installation_gets_its_server_entry(
+    hass: HomeAssistant,
+    internal_url: str,
+    mock_config_entry: MockConfigEntry,
+    hass_storage: dict[str, Any],
+) -> None:
+    """Devices paired before the server entry existed: it appears by itself."""
+    hass_storage["xiaozhi.endpoints"] = {
+        "version": 1,
+        "minor_version": 1,
+        "key": "xiaozhi.endpoints",
+        "data": WEBSOCKET_ONLY,
+    }
+    assert await async_setup_component(hass, "homeassistant", {})
+    mock_config_entry.add_to_hass(hass)
+    assert await hass.config_entries.async_setup(mock_config_entry.entry_id)
+    await hass.async_block_till_done()
+    server = hass.config_entries.async_entry_for_domain_unique_id(
+        DOMAIN, SERVER_UNIQUE_ID
+    )
+    assert server is not None
+    assert server.options == WEBSOCKET_ONLY
+    assert "xiaozhi.endpoints" not in hass_storage
+
+
+async def test_user_flow_pairs_the_device_whose_code_is_typed(
     hass: HomeAssistant, client: TestClient[Any, Any]
 ) -> None:
-    """A device that checked in before the user started is paired at once."""
+    """The code on the user's screen decides, whatever else waits."""
+    await check_in(client, MAC2)
     code = (await check_in(client))["activation"]["code"]
     await hass.async_block_till_done()
-    discovered = discovery_flows(hass)[0]["flow_id"]
+    cards = {flow["context"]["unique_id"]: flow for flow in discovery_flows(hass)}
+    assert cards.keys() == {MAC, MAC2}
 
     result = await hass.config_entries.flow.async_init(
         DOMAIN, context={"source": SOURCE_USER}
     )
-    result = await hass.config_entries.flow.async_configure(result["flow_id"], {})
-    await hass.async_block_till_done()
-    result = await hass.config_entries.flow.async_configure(result["flow_id"])
-    assert result["step_id"] == "pair"
+    assert result["type"] is FlowResultType.FORM
+    assert result["step_id"] == "code"
+    assert result["description_placeholders"] == {
+        "ota_url": "http://192.168.1.10:8123/api/xiaozhi/v1/ota/"
+    }
     result = await hass.config_entries.flow.async_configure(
         result["flow_id"], {"code": code}
     )
     assert result["type"] is FlowResultType.CREATE_ENTRY
-    # The discovery flow for the same device ended with the new entry.
+    assert result["result"].unique_id == MAC
+    assert result["title"] == f"XiaoZhi {BOARD} EE:01"
     await hass.async_block_till_done()
-    assert discovered not in {flow["flow_id"] for flow in discovery_flows(hass)}
+    # Its card closed; the other device's card stays.
+    assert {flow["context"]["unique_id"] for flow in discovery_flows(hass)} == {MAC2}
 
 
-async def test_user_flow_no_device(
-    hass: HomeAssistant, setup_integration: None, freezer: FrozenDateTimeFactory
+async def test_user_flow_refuses_wrong_codes_then_gives_up(
+    hass: HomeAssistant, client: TestClient[Any, Any]
 ) -> None:
-    """Nobody checks in: the flow ends and says what to check."""
+    code = (await check_in(client))["activation"]["code"]
+    wrong = f"{(int(code) + 1) % 1_000_000:06d}"
     result = await hass.config_entries.flow.async_init(
         DOMAIN, context={"source": SOURCE_USER}
     )
-    result = await hass.config_entries.flow.async_configure(result["flow_id"], {})
-    assert result["type"] is FlowResultType.SHOW_PROGRESS
-
-    freezer.tick(WAIT_FOR_DEVICE_TIMEOUT + 1)
-    async_fire_time_changed(hass)
-    await hass.async_block_till_done()
-    result = await hass.config_entries.flow.async_configure(result["flow_id"])
+    for _ in range(MAX_CODE_ATTEMPTS - 1):
+        result = await hass.config_entries.flow.async_configure(
+            result["flow_id"], {"code": wrong}
+        )
+        assert result["errors"] == {"code": "invalid_code"}
+    result = await hass.config_entries.flow.async_configure(
+        result["flow_id"], {"code": wrong}
+    )
     assert result["type"] is FlowResultType.ABORT
-    assert result["reason"] == "no_device"
+    assert result["reason"] == "too_many_attempts"
+
+
+async def test_user_flow_pairs_a_reset_device_again(
+    hass: HomeAssistant, client: TestClient[Any, Any], init_integration: MockConfigEntry
+) -> None:
+    """The code of a paired MAC with a new identity pairs that device again."""
+    response = await client.post(
+        URL_OTA,
+        json=system_info(),
+        headers={**device_headers(), "Client-Id": "factory-reset-identity"},
+    )
+    code = (await response.json())["activation"]["code"]
+    result = await hass.config_entries.flow.async_init(
+        DOMAIN, context={"source": SOURCE_USER}
+    )
+    result = await hass.config_entries.flow.async_configure(
+        result["flow_id"], {"code": code}
+    )
+    assert result["type"] is FlowResultType.ABORT
+    assert result["reason"] == "paired_again"
+    assert init_integration.data["client_id"] == "factory-reset-identity"
+
+
+async def test_user_flow_needs_the_server_loaded(
+    hass: HomeAssistant, setup_integration: None, server_entry: MockConfigEntry
+) -> None:
+    assert await hass.config_entries.async_unload(server_entry.entry_id)
+    hass.data.pop(DATA_KEY)
+    result = await hass.config_entries.flow.async_init(
+        DOMAIN, context={"source": SOURCE_USER}
+    )
+    assert result["type"] is FlowResultType.ABORT
+    assert result["reason"] == "server_not_loaded"
 
 
 async def test_user_flow_without_internal_url(hass: HomeAssistant) -> None:
@@ -327,28 +394,6 @@ async def test_user_flow_without_internal_url(hass: HomeAssistant) -> None:
     }
 
 
-async def test_user_flow_device_already_paired(
-    hass: HomeAssistant,
-    client: TestClient[Any, Any],
-    mock_config_entry: MockConfigEntry,
-) -> None:
-    """A device that was paired meanwhile by discovery ends the user flow."""
-    code = (await check_in(client))["activation"]["code"]
-    await hass.async_block_till_done()
-    discovered = discovery_flows(hass)[0]["flow_id"]
-    result = await hass.config_entries.flow.async_init(
-        DOMAIN, context={"source": SOURCE_USER}
-    )
-    result = await hass.config_entries.flow.async_configure(result["flow_id"], {})
-    await hass.async_block_till_done()
-    user_flow = result["flow_id"]
-
-    result = await hass.config_entries.flow.async_configure(discovered, {"code": code})
-    assert result["type"] is FlowResultType.CREATE_ENTRY
-    await hass.async_block_till_done()
-    assert user_flow not in {flow["flow_id"] for flow in discovery_flows(hass)}
-
-
 async def test_reconfigure_issues_new_token(
     hass: HomeAssistant, init_integration: MockConfigEntry
 ) -> None:
@@ -364,7 +409,24 @@ async def test_reconfigure_issues_new_token(
     assert len(entry.data[CONF_TOKEN]) >= 32
 
 
-WEBSOCKET_ONLY = {"transport": "websocket", "mqtt_port": 1885, "udp_port": 1886}
+async def test_reconfigure_an_unloaded_device(
+    hass: HomeAssistant, setup_integration: None, mock_config_entry: MockConfigEntry
+) -> None:
+    """A disabled or failed device still gets its new token."""
+    mock_config_entry.add_to_hass(hass)
+    result = await mock_config_entry.start_reconfigure_flow(hass)
+    result = await hass.config_entries.flow.async_configure(result["flow_id"], {})
+    assert result["type"] is FlowResultType.ABORT
+    assert result["reason"] == "reconfigure_successful"
+    assert mock_config_entry.data[CONF_TOKEN] != TOKEN
+
+
+async def test_the_server_has_no_token_to_reconfigure(
+    hass: HomeAssistant, setup_integration: None, server_entry: MockConfigEntry
+) -> None:
+    result = await server_entry.start_reconfigure_flow(hass)
+    assert result["type"] is FlowResultType.ABORT
+    assert result["reason"] == "server_reconfigure"
 
 
 def _free_port(kind: int = socket.SOCK_STREAM) -> int:
@@ -373,50 +435,47 @@ def _free_port(kind: int = socket.SOCK_STREAM) -> int:
         return int(sock.getsockname()[1])
 
 
-async def test_options(hass: HomeAssistant, init_integration: MockConfigEntry) -> None:
-    """Options set the command timeout and the keep-alive of the device."""
+async def test_device_options(
+    hass: HomeAssistant, init_integration: MockConfigEntry
+) -> None:
+    """A device's options set its command timeout and keep-alive, nothing else."""
     entry = init_integration
     result = await hass.config_entries.options.async_init(entry.entry_id)
     assert result["type"] is FlowResultType.FORM
-    assert result["step_id"] == "init"
+    assert result["step_id"] == "device"
     # The dialog says which device it is for.
     assert result["description_placeholders"]["name"] == entry.title
     result = await hass.config_entries.options.async_configure(
-        result["flow_id"],
-        {CONF_CALL_TIMEOUT: 12, CONF_KEEPALIVE: False, "transport": WEBSOCKET_ONLY},
+        result["flow_id"], {CONF_CALL_TIMEOUT: 12, CONF_KEEPALIVE: False}
     )
     assert result["type"] is FlowResultType.CREATE_ENTRY
     assert entry.options == {CONF_CALL_TIMEOUT: 12, CONF_KEEPALIVE: False}
     assert entry.runtime_data.call_timeout == 12
     assert entry.runtime_data.keepalive is False
-    endpoints = hass.data[DATA_KEY].endpoints
-    assert endpoints.settings == EndpointSettings(
-        transport=Transport.WEBSOCKET, mqtt_port=1885, udp_port=1886
-    )
-    assert not endpoints.active
 
 
 @pytest.mark.parametrize("field", ["mqtt_port", "udp_port"])
 @pytest.mark.parametrize("port", [1883, 8883])
-async def test_options_refuse_a_brokers_port(
-    hass: HomeAssistant, init_integration: MockConfigEntry, field: str, port: int
+async def test_server_options_refuse_a_brokers_port(
+    hass: HomeAssistant,
+    setup_integration: None,
+    server_entry: MockConfigEntry,
+    field: str,
+    port: int,
 ) -> None:
-    result = await hass.config_entries.options.async_init(init_integration.entry_id)
-    transport = {**WEBSOCKET_ONLY, "transport": "auto", field: port}
+    result = await hass.config_entries.options.async_init(server_entry.entry_id)
     result = await hass.config_entries.options.async_configure(
-        result["flow_id"],
-        {CONF_CALL_TIMEOUT: 30, CONF_KEEPALIVE: True, "transport": transport},
+        result["flow_id"], {**WEBSOCKET_ONLY, "transport": "auto", field: port}
     )
     assert result["type"] is FlowResultType.FORM
-    assert result["errors"] == {"base": "port_reserved"}
-    assert result["description_placeholders"]["port"] == str(port)
+    assert result["errors"] == {field: "port_reserved"}
 
 
-async def test_options_open_the_endpoint_and_report_a_taken_port(
+async def test_server_options_open_the_endpoint_and_report_a_taken_port(
     hass: HomeAssistant,
-    init_integration: MockConfigEntry,
+    setup_integration: None,
+    server_entry: MockConfigEntry,
     socket_enabled: None,
-    hass_storage: dict[str, Any],
 ) -> None:
     """MQTT + UDP opens at once; a port in use is said, and nothing changes."""
     endpoints = hass.data[DATA_KEY].endpoints
@@ -424,32 +483,27 @@ async def test_options_open_the_endpoint_and_report_a_taken_port(
         taken.bind(("0.0.0.0", 0))  # noqa: S104 - where the endpoint binds
         taken.listen()
         busy = taken.getsockname()[1]
-        result = await hass.config_entries.options.async_init(init_integration.entry_id)
-        transport = {"transport": "auto", "mqtt_port": busy, "udp_port": 1886}
+        result = await hass.config_entries.options.async_init(server_entry.entry_id)
+        assert result["step_id"] == "server"
         result = await hass.config_entries.options.async_configure(
             result["flow_id"],
-            {CONF_CALL_TIMEOUT: 30, CONF_KEEPALIVE: True, "transport": transport},
+            {"transport": "auto", "mqtt_port": busy, "udp_port": 1886},
         )
         assert result["type"] is FlowResultType.FORM
-        assert result["errors"] == {"base": "port_unavailable"}
+        assert result["errors"] == {"mqtt_port": "port_unavailable"}
         assert result["description_placeholders"]["port"] == str(busy)
         assert "in use" in result["description_placeholders"]["error"]
         assert endpoints.settings.transport is Transport.WEBSOCKET
         assert not endpoints.active
 
         mqtt_port, udp_port = _free_port(), _free_port(socket.SOCK_DGRAM)
-        transport = {"transport": "auto", "mqtt_port": mqtt_port, "udp_port": udp_port}
+        settings = {"transport": "auto", "mqtt_port": mqtt_port, "udp_port": udp_port}
         result = await hass.config_entries.options.async_configure(
-            result["flow_id"],
-            {CONF_CALL_TIMEOUT: 30, CONF_KEEPALIVE: True, "transport": transport},
+            result["flow_id"], settings
         )
     assert result["type"] is FlowResultType.CREATE_ENTRY
     assert endpoints.active
     assert endpoints.mqtt.port == mqtt_port
     assert endpoints.udp.port == udp_port
-    assert hass_storage["xiaozhi.endpoints"]["data"] == {
-        "transport": "auto",
-        "mqtt_port": mqtt_port,
-        "udp_port": udp_port,
-    }
+    assert server_entry.options == settings
     await endpoints.async_stop()

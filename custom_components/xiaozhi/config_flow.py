@@ -1,17 +1,23 @@
-"""Pairing flows: a device checks in, shows a code, the user types it here."""
+"""Setting up: Home Assistant as the devices' server, then each device by its code.
 
-import asyncio
-from typing import Any, override
+The first time, the user flow creates the server entry, which holds the
+settings every device shares (``settings.py``). From then on it pairs a
+device: the user types the code the device shows, and that code alone says
+which device it is. A device that checks in on its own gets a discovery card
+that asks for its code.
+"""
+
+from typing import Any, Final, override
 
 from homeassistant.config_entries import (
     SOURCE_IGNORE,
     ConfigEntry,
+    ConfigEntryState,
     ConfigFlow,
     ConfigFlowResult,
     OptionsFlow,
 )
-from homeassistant.core import callback
-from homeassistant.data_entry_flow import section
+from homeassistant.core import HomeAssistant, callback
 from homeassistant.helpers.network import NoURLAvailableError, get_url
 from homeassistant.helpers.selector import (
     BooleanSelector,
@@ -23,7 +29,6 @@ from homeassistant.helpers.selector import (
     TextSelector,
 )
 from homeassistant.helpers.typing import DiscoveryInfoType
-from homeassistant.setup import async_setup_component
 import probatio
 
 from .const import (
@@ -38,31 +43,128 @@ from .const import (
     DEFAULT_KEEPALIVE,
     DOMAIN,
     LOGGER,
+    MAX_CODE_ATTEMPTS,
     URL_OTA,
-    WAIT_FOR_DEVICE_TIMEOUT,
 )
-from .data import DATA_KEY
-from .endpoints import RESERVED_PORTS, EndpointSettings, Transport
-from .manager import XiaozhiConfigEntry
-from .pairing import CodeCheck, PairingManager, PendingDevice, new_token
+from .domain_data import DATA_KEY
+from .pairing.manager import (
+    CodeCheck,
+    PairingManager,
+    PendingDevice,
+    board_identifier,
+    new_token,
+)
+from .settings import (
+    CONF_MQTT_PORT,
+    CONF_TRANSPORT,
+    CONF_UDP_PORT,
+    RESERVED_PORTS,
+    SERVER_UNIQUE_ID,
+    ServerSettings,
+    Transport,
+    is_server_entry,
+)
 
-CONF_CODE = "code"
-SECTION_TRANSPORT = "transport"
-CONF_TRANSPORT = "transport"
-CONF_MQTT_PORT = "mqtt_port"
-CONF_UDP_PORT = "udp_port"
-PORT_SELECTOR = NumberSelector(
+CONF_CODE: Final = "code"
+SERVER_TITLE: Final = "XiaoZhi server"
+CODE_SCHEMA: Final = probatio.Schema({probatio.Required(CONF_CODE): TextSelector()})
+PORT_SELECTOR: Final = NumberSelector(
     NumberSelectorConfig(min=1, max=65535, step=1, mode=NumberSelectorMode.BOX)
+)
+SERVER_SCHEMA: Final = probatio.Schema(
+    {
+        probatio.Required(CONF_TRANSPORT): SelectSelector(
+            SelectSelectorConfig(
+                options=[transport.value for transport in Transport],
+                translation_key=CONF_TRANSPORT,
+            )
+        ),
+        probatio.Required(CONF_MQTT_PORT): PORT_SELECTOR,
+        probatio.Required(CONF_UDP_PORT): PORT_SELECTOR,
+    }
+)
+DEVICE_OPTIONS_SCHEMA: Final = probatio.Schema(
+    {
+        probatio.Required(CONF_CALL_TIMEOUT): NumberSelector(
+            NumberSelectorConfig(
+                min=5,
+                max=300,
+                step=1,
+                mode=NumberSelectorMode.BOX,
+                unit_of_measurement="s",
+            )
+        ),
+        probatio.Required(CONF_KEEPALIVE): BooleanSelector(),
+    }
 )
 
 
 def entry_title(pending: PendingDevice) -> str:
-    """Return the name a newly paired device gets."""
-    return f"XiaoZhi {pending.board} {pending.mac[-5:].upper()}"
+    """Return the name a newly paired device gets: its board and MAC's end."""
+    board = board_identifier(pending.board)
+    tail = pending.mac[-5:].upper()
+    return f"XiaoZhi {board} {tail}" if board else f"XiaoZhi {tail}"
+
+
+def ota_url(hass: HomeAssistant) -> str:
+    """Return the OTA address devices are given (Home Assistant's own URL)."""
+    try:
+        base = get_url(hass, allow_external=False, allow_cloud=False)
+    except NoURLAvailableError:
+        base = "http://homeassistant.local:8123"
+    return base.rstrip("/") + URL_OTA
+
+
+def server_settings(user_input: dict[str, Any]) -> ServerSettings:
+    """Return the settings the user chose in a form."""
+    return ServerSettings(
+        transport=Transport(user_input[CONF_TRANSPORT]),
+        mqtt_port=int(user_input[CONF_MQTT_PORT]),
+        udp_port=int(user_input[CONF_UDP_PORT]),
+    )
+
+
+def reserved_port_errors(settings: ServerSettings) -> dict[str, str]:
+    """Return the form errors of ports an MQTT broker owns."""
+    return {
+        key: "port_reserved"
+        for key in (CONF_MQTT_PORT, CONF_UDP_PORT)
+        if getattr(settings, key) in RESERVED_PORTS
+    }
+
+
+async def async_try_settings(
+    hass: HomeAssistant, user_input: dict[str, Any], placeholders: dict[str, str]
+) -> tuple[ServerSettings, dict[str, str]]:
+    """Apply the settings a user chose; return them and the form's errors.
+
+    A port an MQTT broker owns is refused first; a port that cannot be opened
+    leaves what serves now as it was (its error goes into ``placeholders``).
+    """
+    settings = server_settings(user_input)
+    errors = reserved_port_errors(settings)
+    domain_data = hass.data.get(DATA_KEY)
+    if not errors and domain_data is not None:
+        failed = await domain_data.endpoints.async_apply(settings)
+        for key, error in failed.items():
+            errors[key] = "port_unavailable"
+            placeholders["port"] = str(getattr(settings, key))
+            placeholders["error"] = error
+    return settings, errors
+
+
+def server_form_values(
+    entry: ConfigEntry, user_input: dict[str, Any] | None
+) -> dict[str, Any]:
+    """Return what the settings form shows: what is stored, or what was typed."""
+    return {
+        **ServerSettings.from_options(entry.options).as_options(),
+        **(user_input or {}),
+    }
 
 
 class XiaozhiConfigFlow(ConfigFlow, domain=DOMAIN):
-    """Pair a XiaoZhi device with the code it shows."""
+    """Set up the server, and pair XiaoZhi devices with the codes they show."""
 
     VERSION = 1
 
@@ -70,18 +172,24 @@ class XiaozhiConfigFlow(ConfigFlow, domain=DOMAIN):
         """Start without a device."""
         self._pending: PendingDevice | None = None
         self._paired_entry: ConfigEntry | None = None
-        self._wait_task: asyncio.Task[PendingDevice] | None = None
+        self._attempts = 0
 
     @staticmethod
     @callback
     @override
-    def async_get_options_flow(config_entry: XiaozhiConfigEntry) -> OptionsFlow:
-        """Return the options flow."""
-        return XiaozhiOptionsFlow()
+    def async_get_options_flow(config_entry: ConfigEntry) -> OptionsFlow:
+        """Return the options flow: the server's settings, or a device's."""
+        if is_server_entry(config_entry):
+            return ServerOptionsFlow()
+        return DeviceOptionsFlow()
 
-    async def _pairing(self) -> PairingManager:
-        """Return the pairing state; the endpoints must answer devices now."""
-        await async_setup_component(self.hass, DOMAIN, {})
+    def _server_entry(self) -> ConfigEntry | None:
+        return self.hass.config_entries.async_entry_for_domain_unique_id(
+            DOMAIN, SERVER_UNIQUE_ID
+        )
+
+    def _pairing(self) -> PairingManager:
+        """Return the pairing state (the integration is set up by then)."""
         return self.hass.data[DATA_KEY].pairing
 
     def _device(self) -> PendingDevice:
@@ -89,73 +197,82 @@ class XiaozhiConfigFlow(ConfigFlow, domain=DOMAIN):
             raise RuntimeError("no device to pair")
         return self._pending
 
-    def _ota_url(self) -> str:
-        try:
-            base = get_url(self.hass, allow_external=False, allow_cloud=False)
-        except NoURLAvailableError:
-            base = "http://homeassistant.local:8123"
-        return base.rstrip("/") + URL_OTA
+    # --- the server -----------------------------------------------------
 
     async def async_step_user(
         self, user_input: dict[str, Any] | None = None
     ) -> ConfigFlowResult:
-        """Explain what to enter on the device, then wait for it."""
-        await self._pairing()
-        if user_input is None:
-            return self.async_show_form(
-                step_id="user",
-                description_placeholders={"ota_url": self._ota_url()},
-            )
-        return await self.async_step_wait_for_device()
+        """Set the server up the first time; pair a device after that."""
+        server = self._server_entry()
+        if server is None:
+            return await self.async_step_server()
+        if (
+            server.state is not ConfigEntryState.LOADED
+            or DATA_KEY not in self.hass.data
+        ):
+            return self.async_abort(reason="server_not_loaded")
+        return await self.async_step_code()
 
-    async def async_step_wait_for_device(
+    async def async_step_server(
         self, user_input: dict[str, Any] | None = None
     ) -> ConfigFlowResult:
-        """Wait until an unpaired device checks in."""
-        if self._wait_task is None:
-            self._wait_task = self.hass.async_create_task(
-                self._async_wait_for_device(), "xiaozhi wait for device"
-            )
-        if not self._wait_task.done():
-            return self.async_show_progress(
-                step_id="wait_for_device",
-                progress_action="wait_for_device",
-                progress_task=self._wait_task,
-                description_placeholders={"ota_url": self._ota_url()},
-            )
-        try:
-            self._pending = self._wait_task.result()
-        except TimeoutError:
-            return self.async_show_progress_done(next_step_id="no_device")
-        return self.async_show_progress_done(next_step_id="device_found")
-
-    async def _async_wait_for_device(self) -> PendingDevice:
-        pairing = await self._pairing()
-        paired = {
-            entry.unique_id
-            for entry in self._async_current_entries(include_ignore=True)
-            if entry.unique_id
-        }
-        async with asyncio.timeout(WAIT_FOR_DEVICE_TIMEOUT):
-            return await pairing.wait_for_device(exclude=paired)
-
-    async def async_step_no_device(
-        self, user_input: dict[str, Any] | None = None
-    ) -> ConfigFlowResult:
-        """Give up: no device checked in."""
-        return self.async_abort(
-            reason="no_device", description_placeholders={"ota_url": self._ota_url()}
+        """Make Home Assistant the server of XiaoZhi devices."""
+        errors: dict[str, str] = {}
+        if user_input is not None:
+            settings = server_settings(user_input)
+            if not (errors := reserved_port_errors(settings)):
+                await self.async_set_unique_id(SERVER_UNIQUE_ID)
+                self._abort_if_unique_id_configured()
+                return self.async_create_entry(
+                    title=SERVER_TITLE, data={}, options=settings.as_options()
+                )
+        return self.async_show_form(
+            step_id="server",
+            data_schema=self.add_suggested_values_to_schema(
+                SERVER_SCHEMA, user_input or ServerSettings().as_options()
+            ),
+            errors=errors,
+            description_placeholders={"ota_url": ota_url(self.hass)},
         )
 
-    async def async_step_device_found(
+    async def async_step_system(
         self, user_input: dict[str, Any] | None = None
     ) -> ConfigFlowResult:
-        """Take the device that checked in."""
-        pending = self._device()
-        await self.async_set_unique_id(pending.mac, raise_on_progress=False)
+        """Create the server entry for an installation paired before it existed."""
+        await self.async_set_unique_id(SERVER_UNIQUE_ID)
         self._abort_if_unique_id_configured()
-        self.context["title_placeholders"] = {"name": pending.name}
-        return await self.async_step_pair()
+        settings = ServerSettings.from_options(user_input or {})
+        return self.async_create_entry(
+            title=SERVER_TITLE, data={}, options=settings.as_options()
+        )
+
+    # --- a device -------------------------------------------------------
+
+    async def async_step_code(
+        self, user_input: dict[str, Any] | None = None
+    ) -> ConfigFlowResult:
+        """Pair the device that shows the code the user types."""
+        errors: dict[str, str] = {}
+        if user_input is not None:
+            pending = self._pairing().find_code(user_input[CONF_CODE])
+            if pending is not None:
+                await self.async_set_unique_id(pending.mac, raise_on_progress=False)
+                entry = self.hass.config_entries.async_entry_for_domain_unique_id(
+                    DOMAIN, pending.mac
+                )
+                if entry is not None and entry.source != SOURCE_IGNORE:
+                    self._paired_entry = entry
+                return self._async_paired(pending)
+            self._attempts += 1
+            if self._attempts >= MAX_CODE_ATTEMPTS:
+                return self.async_abort(reason="too_many_attempts")
+            errors[CONF_CODE] = CodeCheck.INVALID.value
+        return self.async_show_form(
+            step_id="code",
+            data_schema=CODE_SCHEMA,
+            errors=errors,
+            description_placeholders={"ota_url": ota_url(self.hass)},
+        )
 
     async def async_step_integration_discovery(
         self, discovery_info: DiscoveryInfoType
@@ -168,14 +285,14 @@ class XiaozhiConfigFlow(ConfigFlow, domain=DOMAIN):
         """
         mac: str = discovery_info[CONF_MAC]
         await self.async_set_unique_id(mac)
-        waiting = (await self._pairing()).pending_for(mac)
-        if not waiting:
+        if not (waiting := self._pairing().pending_for(mac)):
             return self.async_abort(reason="code_expired")
         self._pending = waiting[0]
         self._paired_entry = self.hass.config_entries.async_entry_for_domain_unique_id(
             DOMAIN, mac
         )
         if self._paired_entry is None or self._paired_entry.source == SOURCE_IGNORE:
+            self._paired_entry = None
             self._abort_if_unique_id_configured()
             self.context["title_placeholders"] = {"name": self._pending.name}
             return await self.async_step_pair()
@@ -185,12 +302,13 @@ class XiaozhiConfigFlow(ConfigFlow, domain=DOMAIN):
     async def async_step_pair(
         self, user_input: dict[str, Any] | None = None
     ) -> ConfigFlowResult:
-        """Ask for the code shown on the device."""
+        """Ask for the code shown on a discovered device."""
         pending = self._device()
         errors: dict[str, str] = {}
         if user_input is not None:
-            pairing = await self._pairing()
-            outcome, paired = pairing.check_code(pending.mac, user_input[CONF_CODE])
+            outcome, paired = self._pairing().check_code(
+                pending.mac, user_input[CONF_CODE]
+            )
             if outcome is CodeCheck.EXPIRED:
                 return self.async_abort(reason="code_expired")
             if paired is None:
@@ -200,9 +318,7 @@ class XiaozhiConfigFlow(ConfigFlow, domain=DOMAIN):
         if self._paired_entry is not None:
             return self.async_show_form(
                 step_id="pair_again",
-                data_schema=probatio.Schema(
-                    {probatio.Required(CONF_CODE): TextSelector()}
-                ),
+                data_schema=CODE_SCHEMA,
                 errors=errors,
                 description_placeholders={
                     "name": self._paired_entry.title,
@@ -211,20 +327,16 @@ class XiaozhiConfigFlow(ConfigFlow, domain=DOMAIN):
             )
         return self.async_show_form(
             step_id="pair",
-            data_schema=probatio.Schema({probatio.Required(CONF_CODE): TextSelector()}),
+            data_schema=CODE_SCHEMA,
             errors=errors,
-            description_placeholders={
-                "name": pending.name,
-                "board": pending.board,
-                "mac": pending.mac.upper(),
-            },
+            description_placeholders={"name": pending.name},
         )
 
     async_step_pair_again = async_step_pair
 
     def _async_paired(self, paired: PendingDevice) -> ConfigFlowResult:
         """Create the device's entry, or give a paired one its new identity."""
-        self.hass.data[DATA_KEY].pairing.complete(paired)
+        self._pairing().complete(paired, self.flow_id)
         data = {
             CONF_MAC: paired.mac,
             CONF_CLIENT_ID: paired.client_id,
@@ -249,100 +361,81 @@ class XiaozhiConfigFlow(ConfigFlow, domain=DOMAIN):
         self, user_input: dict[str, Any] | None = None
     ) -> ConfigFlowResult:
         """Issue the device a new token."""
-        entry: XiaozhiConfigEntry = self._get_reconfigure_entry()
+        entry = self._get_reconfigure_entry()
+        if is_server_entry(entry):
+            return self.async_abort(reason="server_reconfigure")
         if user_input is None:
             return self.async_show_form(
                 step_id="reconfigure",
                 description_placeholders={"name": entry.title},
             )
-        result = self.async_update_and_abort(
-            entry, data_updates={CONF_TOKEN: new_token()}
+        runtime = entry.runtime_data if entry.state is ConfigEntryState.LOADED else None
+        self.hass.config_entries.async_update_entry(
+            entry, data={**entry.data, CONF_TOKEN: new_token()}
         )
         LOGGER.info("Issued a new token to %s", entry.title)
-        await entry.runtime_data.async_token_changed()
-        return result
+        if runtime is not None:
+            # The old link ends and the device restarts to fetch the new
+            # token, before anything else can run.
+            await runtime.async_token_changed()
+        return self.async_abort(reason="reconfigure_successful")
 
 
-OPTIONS_SCHEMA = probatio.Schema(
-    {
-        probatio.Required(CONF_CALL_TIMEOUT): NumberSelector(
-            NumberSelectorConfig(
-                min=5,
-                max=300,
-                step=1,
-                mode=NumberSelectorMode.BOX,
-                unit_of_measurement="s",
-            )
-        ),
-        probatio.Required(CONF_KEEPALIVE): BooleanSelector(),
-        probatio.Required(SECTION_TRANSPORT): section(
-            probatio.Schema(
-                {
-                    probatio.Required(CONF_TRANSPORT): SelectSelector(
-                        SelectSelectorConfig(
-                            options=[transport.value for transport in Transport],
-                            translation_key=CONF_TRANSPORT,
-                        )
-                    ),
-                    probatio.Required(CONF_MQTT_PORT): PORT_SELECTOR,
-                    probatio.Required(CONF_UDP_PORT): PORT_SELECTOR,
-                }
-            ),
-            {"collapsed": True},
-        ),
-    }
-)
-
-
-class XiaozhiOptionsFlow(OptionsFlow):
-    """The device's options, and the transport of every device."""
+class ServerOptionsFlow(OptionsFlow):
+    """The settings every device shares: how devices reach Home Assistant."""
 
     async def async_step_init(
         self, user_input: dict[str, Any] | None = None
     ) -> ConfigFlowResult:
-        """Show the options; apply the transport settings at once."""
-        endpoints = self.hass.data[DATA_KEY].endpoints
+        """Start with the settings."""
+        return await self.async_step_server()
+
+    async def async_step_server(
+        self, user_input: dict[str, Any] | None = None
+    ) -> ConfigFlowResult:
+        """Show the settings; apply them only once every new port is open."""
         errors: dict[str, str] = {}
-        placeholders = {"name": self.config_entry.title, "port": "", "error": ""}
+        placeholders = {"port": "", "error": "", "ota_url": ota_url(self.hass)}
         if user_input is not None:
-            options = dict(user_input)
-            transport = options.pop(SECTION_TRANSPORT)
-            settings = EndpointSettings(
-                transport=Transport(transport[CONF_TRANSPORT]),
-                mqtt_port=int(transport[CONF_MQTT_PORT]),
-                udp_port=int(transport[CONF_UDP_PORT]),
+            settings, errors = await async_try_settings(
+                self.hass, user_input, placeholders
             )
-            reserved = [
-                port
-                for port in (settings.mqtt_port, settings.udp_port)
-                if port in RESERVED_PORTS
-            ]
-            if reserved:
-                errors["base"] = "port_reserved"
-                placeholders["port"] = str(reserved[0])
-            elif failed := await endpoints.async_apply(settings):
-                key, error = next(iter(failed.items()))
-                errors["base"] = "port_unavailable"
-                placeholders["port"] = str(getattr(settings, key))
-                placeholders["error"] = error
-            else:
-                return self.async_create_entry(data=options)
-        settings = endpoints.settings
+            if not errors:
+                return self.async_create_entry(data=settings.as_options())
+        return self.async_show_form(
+            step_id="server",
+            data_schema=self.add_suggested_values_to_schema(
+                SERVER_SCHEMA, server_form_values(self.config_entry, user_input)
+            ),
+            errors=errors,
+            description_placeholders=placeholders,
+        )
+
+
+class DeviceOptionsFlow(OptionsFlow):
+    """The options of one device."""
+
+    async def async_step_init(
+        self, user_input: dict[str, Any] | None = None
+    ) -> ConfigFlowResult:
+        """Start with the device's options."""
+        return await self.async_step_device()
+
+    async def async_step_device(
+        self, user_input: dict[str, Any] | None = None
+    ) -> ConfigFlowResult:
+        """Show the device's options."""
+        if user_input is not None:
+            return self.async_create_entry(data=user_input)
         suggested = {
             CONF_CALL_TIMEOUT: DEFAULT_CALL_TIMEOUT,
             CONF_KEEPALIVE: DEFAULT_KEEPALIVE,
             **self.config_entry.options,
-            SECTION_TRANSPORT: {
-                CONF_TRANSPORT: settings.transport.value,
-                CONF_MQTT_PORT: settings.mqtt_port,
-                CONF_UDP_PORT: settings.udp_port,
-            },
         }
-        if user_input is not None:
-            suggested |= user_input
         return self.async_show_form(
-            step_id="init",
-            data_schema=self.add_suggested_values_to_schema(OPTIONS_SCHEMA, suggested),
-            errors=errors,
-            description_placeholders=placeholders,
+            step_id="device",
+            data_schema=self.add_suggested_values_to_schema(
+                DEVICE_OPTIONS_SCHEMA, suggested
+            ),
+            description_placeholders={"name": self.config_entry.title},
         )

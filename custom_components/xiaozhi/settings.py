@@ -1,0 +1,71 @@
+"""Settings of the whole integration, kept in the options of its server entry.
+
+Every device shares them: how devices reach Home Assistant (the transport and
+the ports of the MQTT + UDP endpoint). They live in the options of the
+"XiaoZhi server" config entry, which stands for Home Assistant as the
+devices' server, so that no device's options pretend to hold them.
+"""
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from enum import StrEnum
+from typing import Any, Final
+
+from homeassistant.config_entries import ConfigEntry
+
+from .const import DEFAULT_MQTT_PORT, DEFAULT_UDP_PORT
+
+# The server entry's unique id; device entries use their MAC address.
+SERVER_UNIQUE_ID: Final = "server"
+
+CONF_TRANSPORT: Final = "transport"
+CONF_MQTT_PORT: Final = "mqtt_port"
+CONF_UDP_PORT: Final = "udp_port"
+
+# Ports an MQTT broker uses: 1883 (Mosquitto add-on), 8883 (TLS; on that port
+# the firmware insists on a publicly trusted certificate).
+RESERVED_PORTS: Final = frozenset({1883, 8883})
+
+
+class Transport(StrEnum):
+    """What the OTA answer tells paired devices to use."""
+
+    AUTO = "auto"  # MQTT + UDP when the endpoint is up, else WebSocket
+    WEBSOCKET = "websocket"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ServerSettings:
+    """The integration-wide settings."""
+
+    transport: Transport = Transport.AUTO
+    mqtt_port: int = DEFAULT_MQTT_PORT
+    udp_port: int = DEFAULT_UDP_PORT
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any]) -> ServerSettings:
+        """Read stored options, keeping defaults for what is missing or bad."""
+        default = cls()
+        try:
+            transport = Transport(options.get(CONF_TRANSPORT, default.transport))
+        except ValueError:
+            transport = default.transport
+        ports = {
+            key: int(value)
+            for key in (CONF_MQTT_PORT, CONF_UDP_PORT)
+            if isinstance(value := options.get(key), int | float) and 0 <= value < 65536
+        }
+        return replace(default, transport=transport, **ports)
+
+    def as_options(self) -> dict[str, Any]:
+        """Return the settings as the server entry stores them."""
+        return {
+            CONF_TRANSPORT: self.transport.value,
+            CONF_MQTT_PORT: self.mqtt_port,
+            CONF_UDP_PORT: self.udp_port,
+        }
+
+
+def is_server_entry(entry: ConfigEntry) -> bool:
+    """Return True for the entry that holds the integration-wide settings."""
+    return entry.unique_id == SERVER_UNIQUE_ID
