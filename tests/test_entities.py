@@ -43,7 +43,7 @@ from custom_components.xiaozhi.const import (
     DOMAIN,
     EVENT_XIAOZHI,
 )
-from custom_components.xiaozhi.manager import XiaozhiManager
+from custom_components.xiaozhi.runtime import XiaozhiRuntime
 from simulator import (
     TINY_JPEG,
     PropertySpec,
@@ -204,7 +204,7 @@ async def test_number_and_select(
 
     # A change made on the device shows up with the next status read.
     simulator.state.volume = 55
-    await init_integration.runtime_data.async_refresh_status()
+    await init_integration.runtime_data.session.refresh_status()
     assert hass.states.get(volume).state == "55"
 
 
@@ -245,7 +245,7 @@ async def test_sensors(
     rich_device.state.charging = True
     rich_device.state.battery_level = 86
     rich_device.state.signal = "weak"
-    await rich_entry.runtime_data.async_refresh_status()
+    await rich_entry.runtime_data.session.refresh_status()
     assert hass.states.get(charging).state == STATE_ON
     assert hass.states.get(signal).state == "weak"
     assert hass.states.get(entity_id(hass, "sensor", "battery", MAC2)).state == "86"
@@ -352,24 +352,27 @@ async def test_generic_tool_entities(
 
 
 async def test_events_activity_and_notify(
-    hass: HomeAssistant, init_integration: MockConfigEntry, simulator: SimulatedDevice
+    hass: HomeAssistant,
+    entity_registry_enabled_by_default: None,
+    init_integration: MockConfigEntry,
+    simulator: SimulatedDevice,
 ) -> None:
     """Device traffic drives the event entity, the bus and the activity sensor."""
     events = async_capture_events(hass, EVENT_XIAOZHI)
     event_entity = entity_id(hass, "event", "event")
     activity = entity_id(hass, "sensor", "activity")
-    runtime: XiaozhiManager = init_integration.runtime_data
+    runtime: XiaozhiRuntime = init_integration.runtime_data
     assert hass.states.get(activity).state == "idle"
 
     await simulator.send_listen("detect", text="你好小智")
-    await wait_for_runtime(runtime, lambda d: d.data.activity == "listening")
+    await wait_for_runtime(runtime, lambda d: d.entry_data.activity == "listening")
     await hass.async_block_till_done()
     state = hass.states.get(event_entity)
     assert state.attributes["event_type"] == "wake_word"
     assert state.attributes["text"] == "你好小智"
     assert hass.states.get(activity).state == "listening"
     assert events[-1].data == {
-        "device_id": runtime.data.device_id,
+        "device_id": runtime.entry_data.device_id,
         "type": "wake_word",
         "text": "你好小智",
     }
@@ -377,9 +380,9 @@ async def test_events_activity_and_notify(
     await simulator.send_notification(
         "notifications/state_changed", {"newState": "speaking", "oldState": "listening"}
     )
-    await wait_for_runtime(runtime, lambda d: d.data.activity == "speaking")
+    await wait_for_runtime(runtime, lambda d: d.entry_data.activity == "speaking")
     await simulator.send_abort()
-    await wait_for_runtime(runtime, lambda d: d.data.activity == "idle")
+    await wait_for_runtime(runtime, lambda d: d.entry_data.activity == "idle")
     await hass.async_block_till_done()
     assert hass.states.get(event_entity).attributes["event_type"] == "aborted"
 
@@ -398,21 +401,33 @@ async def test_events_activity_and_notify(
     assert simulator.alerts[-1]["message"] == "Someone is at the door"
 
 
-async def test_availability_and_disconnected_commands(
-    hass: HomeAssistant, init_integration: MockConfigEntry, simulator: SimulatedDevice
+@pytest.mark.parametrize("hang_up", ["disconnect", "drop_link"])
+async def test_a_websocket_device_that_hangs_up_keeps_its_state(
+    hass: HomeAssistant,
+    init_integration: MockConfigEntry,
+    simulator: SimulatedDevice,
+    hang_up: str,
 ) -> None:
-    """With keep-alive, entities go unavailable; commands raise, never vanish."""
+    """Hanging up is how a WebSocket device ends a conversation: not a failure.
+
+    Whoever closes, and however, its entities keep their state and its
+    connection shows as it did; commands say it is not connected.
+    """
     volume = entity_id(hass, "number", "volume")
     connected = entity_id(hass, "binary_sensor", "connected")
-    runtime: XiaozhiManager = init_integration.runtime_data
-    await simulator.disconnect()
+    runtime: XiaozhiRuntime = init_integration.runtime_data
+    result = getattr(simulator, hang_up)()
+    if result is not None:
+        await result
     await wait_for_runtime(runtime, lambda d: d.session is None)
     await hass.async_block_till_done()
-    assert hass.states.get(volume).state == STATE_UNAVAILABLE
-    assert hass.states.get(connected).state == STATE_OFF
+    assert hass.states.get(volume).state == "70"
+    assert hass.states.get(connected).state == STATE_ON
 
     with pytest.raises(HomeAssistantError) as err:
-        await runtime.async_call_tool("self.audio_speaker.set_volume", {"volume": 1})
+        await runtime.commands.async_call_tool(
+            "self.audio_speaker.set_volume", {"volume": 1}, check=False
+        )
     assert err.value.translation_key == "not_connected"
 
     await simulator.connect()
@@ -429,7 +444,7 @@ async def test_on_demand_link_keeps_last_state(
         init_integration, options={CONF_KEEPALIVE: False}
     )
     volume = entity_id(hass, "number", "volume")
-    runtime: XiaozhiManager = init_integration.runtime_data
+    runtime: XiaozhiRuntime = init_integration.runtime_data
     await simulator.disconnect()
     await wait_for_runtime(runtime, lambda d: d.session is None)
     await hass.async_block_till_done()
@@ -463,9 +478,9 @@ async def test_restart_restores_entities(
     await hass.config_entries.async_reload(init_integration.entry_id)
     await hass.async_block_till_done()
 
-    runtime: XiaozhiManager = init_integration.runtime_data
+    runtime: XiaozhiRuntime = init_integration.runtime_data
     assert not runtime.connected
-    assert "self.audio_speaker.set_volume" in runtime.data.tools
+    assert "self.audio_speaker.set_volume" in runtime.entry_data.tools
     assert hass.states.get(entity_id(hass, "number", "volume")).state == "44"
     assert hass.states.get(entity_id(hass, "select", "theme")).state == "light"
     assert hass.states.get(entity_id(hass, "button", "reboot")).state == STATE_UNKNOWN
@@ -514,7 +529,7 @@ async def test_tools_added_and_removed(
     """The entity set follows the tool list: new tools add, gone tools remove."""
     device = simulators(ws_url=WS_URL, token=TOKEN, extra_tools=[no_arg_tool()])
     await device.connect()
-    runtime: XiaozhiManager = init_integration.runtime_data
+    runtime: XiaozhiRuntime = init_integration.runtime_data
     await wait_for_runtime(runtime, lambda d: d.connected)
     await hass.async_block_till_done()
     old = entity_id(hass, "button", "tool-self.dog.forward")
@@ -523,7 +538,7 @@ async def test_tools_added_and_removed(
         tool for tool in device.tools if tool.name != "self.dog.forward"
     ] + [bool_tool()]
     await hass.services.async_call(
-        DOMAIN, "refresh", {"device_id": runtime.data.device_id}, blocking=True
+        DOMAIN, "refresh", {"device_id": runtime.entry_data.device_id}, blocking=True
     )
     await hass.async_block_till_done()
     registry = er.async_get(hass)
@@ -552,7 +567,7 @@ async def test_entity_follows_a_tool_whose_schema_changes(
         )
     ]
     await hass.services.async_call(
-        DOMAIN, "refresh", {"device_id": rich_entry.runtime_data.data.device_id}
+        DOMAIN, "refresh", {"device_id": rich_entry.runtime_data.entry_data.device_id}
     )
     await hass.async_block_till_done()
     assert entity_id(hass, "number", "tool-self.motor.set_speed", MAC2) == number
@@ -615,7 +630,7 @@ async def test_image_advertises_no_picture_until_there_is_one(
     """No picture, no URL: the frontend asks for nothing it cannot get."""
     photo = entity_id(hass, "image", "last_photo", MAC2)
     assert "entity_picture" not in hass.states.get(photo).attributes
-    await rich_entry.runtime_data.async_take_photo()
+    await rich_entry.runtime_data.commands.async_take_photo()
     await hass.async_block_till_done()
     url = hass.states.get(photo).attributes["entity_picture"]
     client = await hass_client()
@@ -625,12 +640,15 @@ async def test_image_advertises_no_picture_until_there_is_one(
 
 
 async def test_state_change_notification_is_one_logbook_line(
-    hass: HomeAssistant, init_integration: MockConfigEntry, simulator: SimulatedDevice
+    hass: HomeAssistant,
+    entity_registry_enabled_by_default: None,
+    init_integration: MockConfigEntry,
+    simulator: SimulatedDevice,
 ) -> None:
     """A reported state change moves the activity, not the event entity too."""
     event_entity = entity_id(hass, "event", "event")
     activity = entity_id(hass, "sensor", "activity")
-    runtime: XiaozhiManager = init_integration.runtime_data
+    runtime: XiaozhiRuntime = init_integration.runtime_data
     events = async_capture_events(hass, EVENT_XIAOZHI)
     await simulator.send_notification("notifications/custom", {"x": 1})
     await wait_for_runtime(runtime, lambda _d: bool(events))
@@ -641,7 +659,7 @@ async def test_state_change_notification_is_one_logbook_line(
     await simulator.send_notification(
         "notifications/state_changed", {"newState": "speaking", "oldState": "idle"}
     )
-    await wait_for_runtime(runtime, lambda d: d.data.activity == "speaking")
+    await wait_for_runtime(runtime, lambda d: d.entry_data.activity == "speaking")
     await hass.async_block_till_done()
     assert hass.states.get(activity).state == "speaking"
     assert hass.states.get(event_entity) == before

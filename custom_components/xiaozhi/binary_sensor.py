@@ -1,4 +1,4 @@
-"""Binary sensors: connected, and charging from the status."""
+"""Binary sensors: the connection, and charging from the status."""
 
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -6,16 +6,17 @@ from functools import partial
 from typing import override
 
 from homeassistant.components.binary_sensor import (
+    BinarySensorDeviceClass,
     BinarySensorEntity,
     BinarySensorEntityDescription,
 )
-from homeassistant.components.binary_sensor.const import BinarySensorDeviceClass
 from homeassistant.const import EntityCategory
 from homeassistant.core import HomeAssistant, callback
 from homeassistant.helpers.entity_platform import AddConfigEntryEntitiesCallback
 
 from .entity import EntityFactory, XiaozhiEntity, async_follow_device
-from .manager import XiaozhiConfigEntry, XiaozhiManager
+from .entry_data import XiaozhiEntryData
+from .runtime import XiaozhiConfigEntry, XiaozhiRuntime
 
 PARALLEL_UPDATES = 0
 
@@ -24,8 +25,8 @@ PARALLEL_UPDATES = 0
 class XiaozhiBinarySensorEntityDescription(BinarySensorEntityDescription):
     """A binary sensor of a device."""
 
-    value_fn: Callable[[XiaozhiManager], bool | None]
-    exists_fn: Callable[[XiaozhiManager], bool] = lambda _manager: True
+    value_fn: Callable[[XiaozhiEntryData], bool | None]
+    exists_fn: Callable[[XiaozhiEntryData], bool] = lambda _data: True
     always_available: bool = False
 
 
@@ -35,14 +36,16 @@ BINARY_SENSORS = (
         translation_key="connected",
         device_class=BinarySensorDeviceClass.CONNECTIVITY,
         entity_category=EntityCategory.DIAGNOSTIC,
-        value_fn=lambda manager: manager.connected,
+        # Reachable: connected, or idle after a conversation over WebSocket
+        # (such a device connects when it is used).
+        value_fn=lambda data: data.link is not None or data.expected_disconnect,
         always_available=True,
     ),
     XiaozhiBinarySensorEntityDescription(
         key="charging",
         device_class=BinarySensorDeviceClass.BATTERY_CHARGING,
-        value_fn=lambda manager: manager.data.status.charging,
-        exists_fn=lambda manager: manager.data.status.charging is not None,
+        value_fn=lambda data: data.status.charging,
+        exists_fn=lambda data: data.status.charging is not None,
     ),
 )
 
@@ -55,11 +58,11 @@ async def async_setup_entry(
     """Add the binary sensors the device supports."""
 
     @callback
-    def wanted(manager: XiaozhiManager) -> dict[str, EntityFactory]:
+    def wanted(runtime: XiaozhiRuntime) -> dict[str, EntityFactory]:
         return {
-            description.key: partial(XiaozhiBinarySensor, manager, description)
+            description.key: partial(XiaozhiBinarySensor, runtime, description)
             for description in BINARY_SENSORS
-            if description.exists_fn(manager)
+            if description.exists_fn(runtime.entry_data)
         }
 
     async_follow_device(
@@ -74,11 +77,11 @@ class XiaozhiBinarySensor(XiaozhiEntity, BinarySensorEntity):
 
     def __init__(
         self,
-        manager: XiaozhiManager,
+        runtime: XiaozhiRuntime,
         description: XiaozhiBinarySensorEntityDescription,
     ) -> None:
         """Create the binary sensor from its description."""
-        super().__init__(manager, description.key, description)
+        super().__init__(runtime, description.key, description)
 
     @property
     @override
@@ -90,4 +93,4 @@ class XiaozhiBinarySensor(XiaozhiEntity, BinarySensorEntity):
     @override
     def is_on(self) -> bool | None:
         """Return the state."""
-        return self.entity_description.value_fn(self.manager)
+        return self.entity_description.value_fn(self.entry_data)

@@ -4,12 +4,16 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import override
 
-from homeassistant.components.button import ButtonEntity, ButtonEntityDescription
-from homeassistant.components.button.const import ButtonDeviceClass
+from homeassistant.components.button import (
+    ButtonDeviceClass,
+    ButtonEntity,
+    ButtonEntityDescription,
+)
 from homeassistant.const import EntityCategory
 from homeassistant.core import HomeAssistant, callback
 from homeassistant.helpers.entity_platform import AddConfigEntryEntitiesCallback
 
+from .commands import DeviceCommands
 from .entity import (
     EntityFactory,
     XiaozhiEntity,
@@ -18,8 +22,8 @@ from .entity import (
     async_follow_device,
     tool_entity_factories,
 )
-from .manager import XiaozhiConfigEntry, XiaozhiManager
 from .protocol.firmware import PHOTO_TOOL, REBOOT_TOOL, SNAPSHOT_TOOL
+from .runtime import XiaozhiConfigEntry, XiaozhiRuntime
 
 PARALLEL_UPDATES = 1
 
@@ -30,7 +34,7 @@ class XiaozhiButtonEntityDescription(
 ):
     """A button backed by a tool."""
 
-    press_fn: Callable[[XiaozhiManager], Awaitable[None]]
+    press_fn: Callable[[DeviceCommands], Awaitable[None]]
 
 
 BUTTONS = (
@@ -40,20 +44,20 @@ BUTTONS = (
         tool=REBOOT_TOOL,
         device_class=ButtonDeviceClass.RESTART,
         entity_category=EntityCategory.CONFIG,
-        press_fn=lambda manager: manager.async_reboot(),
+        press_fn=lambda commands: commands.async_reboot(),
     ),
     XiaozhiButtonEntityDescription(
         key="take_photo",
         translation_key="take_photo",
         tool=PHOTO_TOOL,
-        press_fn=lambda manager: manager.async_take_photo(),
+        press_fn=lambda commands: commands.async_take_photo(),
     ),
     XiaozhiButtonEntityDescription(
         key="refresh_screen",
         translation_key="refresh_screen",
         tool=SNAPSHOT_TOOL,
         entity_category=EntityCategory.DIAGNOSTIC,
-        press_fn=lambda manager: manager.async_refresh_screen(),
+        press_fn=lambda commands: commands.async_refresh_screen(),
     ),
 )
 
@@ -66,9 +70,9 @@ async def async_setup_entry(
     """Add buttons for what the device offers, now and later."""
 
     @callback
-    def wanted(manager: XiaozhiManager) -> dict[str, EntityFactory]:
+    def wanted(runtime: XiaozhiRuntime) -> dict[str, EntityFactory]:
         return tool_entity_factories(
-            manager, BUTTONS, XiaozhiButton, ("button", XiaozhiToolButton)
+            runtime, BUTTONS, XiaozhiButton, ("button", XiaozhiToolButton)
         )
 
     async_follow_device(entry, async_add_entities, wanted)
@@ -80,15 +84,15 @@ class XiaozhiButton(XiaozhiEntity, ButtonEntity):
     entity_description: XiaozhiButtonEntityDescription
 
     def __init__(
-        self, manager: XiaozhiManager, description: XiaozhiButtonEntityDescription
+        self, runtime: XiaozhiRuntime, description: XiaozhiButtonEntityDescription
     ) -> None:
         """Create the entity from its description."""
-        super().__init__(manager, description.key, description)
+        super().__init__(runtime, description.key, description)
 
     @override
     async def async_press(self) -> None:
         """Run the button's action on the device."""
-        await self.entity_description.press_fn(self.manager)
+        await self.entity_description.press_fn(self.runtime.commands)
 
 
 class XiaozhiToolButton(XiaozhiToolEntity, ButtonEntity):
@@ -97,4 +101,4 @@ class XiaozhiToolButton(XiaozhiToolEntity, ButtonEntity):
     @override
     async def async_press(self) -> None:
         """Call the tool."""
-        await self.manager.async_run_tool(self.tool.name)
+        await self.runtime.commands.async_call_tool(self.tool.name)

@@ -13,9 +13,9 @@ from homeassistant.helpers.entity import Entity, EntityDescription
 from homeassistant.helpers.entity_platform import AddConfigEntryEntitiesCallback
 
 from .const import DOMAIN
-from .manager import XiaozhiConfigEntry, XiaozhiManager
 from .protocol import Tool
 from .protocol.firmware import PASSIVE_TOOLS
+from .runtime import XiaozhiConfigEntry, XiaozhiRuntime
 
 type EntityFactory = Callable[[], Entity]
 type GenericKind = Literal["button", "number", "switch", "light"]
@@ -32,29 +32,29 @@ class XiaozhiEntity(Entity):
 
     def __init__(
         self,
-        manager: XiaozhiManager,
+        runtime: XiaozhiRuntime,
         key: str,
         description: EntityDescription | None = None,
     ) -> None:
         """Attach the entity to its device; ``key`` makes its unique ID."""
-        self.manager = manager
-        self.data = manager.data
+        self.runtime = runtime
+        self.entry_data = runtime.entry_data
         if description is not None:
             self.entity_description = description
-        self._attr_unique_id = f"{manager.mac}-{key}"
-        self._attr_device_info = DeviceInfo(identifiers={(DOMAIN, manager.mac)})
+        self._attr_unique_id = f"{runtime.mac}-{key}"
+        self._attr_device_info = DeviceInfo(identifiers={(DOMAIN, runtime.mac)})
 
     @property
     @override
     def available(self) -> bool:
-        """Return whether the device's state can be shown (see the manager)."""
-        return self.manager.available
+        """Return whether the device's state can be shown (see the runtime)."""
+        return self.runtime.available
 
     @override
     async def async_added_to_hass(self) -> None:
         """Follow the device's state."""
         await super().async_added_to_hass()
-        self.async_on_remove(self.data.async_subscribe_state(self._handle_update))
+        self.async_on_remove(self.entry_data.async_subscribe_state(self._handle_update))
 
     @callback
     def _handle_update(self) -> None:
@@ -122,9 +122,9 @@ class XiaozhiToolEntity(XiaozhiEntity):
 
     tool: Tool
 
-    def __init__(self, manager: XiaozhiManager, tool: Tool) -> None:
+    def __init__(self, runtime: XiaozhiRuntime, tool: Tool) -> None:
         """Describe the entity from the tool."""
-        super().__init__(manager, f"tool-{tool.name}")
+        super().__init__(runtime, f"tool-{tool.name}")
         self.apply_tool(tool)
 
     def apply_tool(self, tool: Tool) -> None:
@@ -147,10 +147,10 @@ class XiaozhiToolEntityDescription(EntityDescription):
 
 
 def tool_entity_factories[DescriptionT: XiaozhiToolEntityDescription](
-    manager: XiaozhiManager,
+    runtime: XiaozhiRuntime,
     descriptions: Iterable[DescriptionT],
-    described: Callable[[XiaozhiManager, DescriptionT], Entity] | None,
-    generic: tuple[GenericKind, Callable[[XiaozhiManager, Tool], Entity]] | None = None,
+    described: Callable[[XiaozhiRuntime, DescriptionT], Entity] | None,
+    generic: tuple[GenericKind, Callable[[XiaozhiRuntime, Tool], Entity]] | None = None,
 ) -> dict[str, EntityFactory]:
     """Return factories for the described tools the device has, then generic ones.
 
@@ -159,18 +159,18 @@ def tool_entity_factories[DescriptionT: XiaozhiToolEntityDescription](
     Tools with their own description, and tools that only read or configure
     the device, get no generic entity.
     """
-    tools = manager.data.tools
+    tools = runtime.entry_data.tools
     found: dict[str, EntityFactory] = {}
     if described is not None:
         for description in descriptions:
             if description.tool in tools:
-                found[description.key] = partial(described, manager, description)
+                found[description.key] = partial(described, runtime, description)
     if generic is not None:
         kind, entity_class = generic
         taken = {description.tool for description in descriptions} | PASSIVE_TOOLS
         for tool in tools.values():
             if tool.name not in taken and generic_kind(tool) == kind:
-                found[f"tool-{tool.name}"] = partial(entity_class, manager, tool)
+                found[f"tool-{tool.name}"] = partial(entity_class, runtime, tool)
     return found
 
 
@@ -178,7 +178,7 @@ def tool_entity_factories[DescriptionT: XiaozhiToolEntityDescription](
 def async_follow_device(
     entry: XiaozhiConfigEntry,
     async_add_entities: AddConfigEntryEntitiesCallback,
-    wanted: Callable[[XiaozhiManager], dict[str, EntityFactory]],
+    wanted: Callable[[XiaozhiRuntime], dict[str, EntityFactory]],
     *,
     follow: Literal["tools", "status"] = "tools",
     sticky: Callable[[str], bool] = lambda _key: False,
@@ -191,13 +191,13 @@ def async_follow_device(
     new version; keys that vanish are removed from the entity registry,
     except ``sticky`` ones (values the status may omit for a while).
     """
-    manager = entry.runtime_data
-    data = manager.data
+    runtime = entry.runtime_data
+    data = runtime.entry_data
     current: dict[str, Entity] = {}
 
     @callback
     def _sync() -> None:
-        want = wanted(manager)
+        want = wanted(runtime)
         new = {key: factory() for key, factory in want.items() if key not in current}
         for key, entity in current.items():
             if (
@@ -214,7 +214,7 @@ def async_follow_device(
         gone = [key for key in current if key not in want and not sticky(key)]
         if not gone:
             return
-        registry = er.async_get(manager.hass)
+        registry = er.async_get(runtime.hass)
         for key in gone:
             entity = current.pop(key)
             if entity.registry_entry is not None:

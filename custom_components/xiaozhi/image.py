@@ -18,8 +18,8 @@ from .entity import (
     tool_entity_factories,
 )
 from .entry_data import Picture, XiaozhiEntryData
-from .manager import XiaozhiConfigEntry, XiaozhiManager
 from .protocol.firmware import PHOTO_TOOL, SNAPSHOT_TOOL
+from .runtime import XiaozhiConfigEntry, XiaozhiRuntime
 
 PARALLEL_UPDATES = 0
 
@@ -57,8 +57,8 @@ async def async_setup_entry(
     """Add images for the device's camera and screen."""
 
     @callback
-    def wanted(manager: XiaozhiManager) -> dict[str, EntityFactory]:
-        return tool_entity_factories(manager, IMAGES, partial(XiaozhiImage, hass))
+    def wanted(runtime: XiaozhiRuntime) -> dict[str, EntityFactory]:
+        return tool_entity_factories(runtime, IMAGES, partial(XiaozhiImage, hass))
 
     async_follow_device(entry, async_add_entities, wanted)
 
@@ -71,16 +71,16 @@ class XiaozhiImage(XiaozhiEntity, ImageEntity):
     def __init__(
         self,
         hass: HomeAssistant,
-        manager: XiaozhiManager,
+        runtime: XiaozhiRuntime,
         description: XiaozhiImageEntityDescription,
     ) -> None:
         """Create the image entity."""
-        XiaozhiEntity.__init__(self, manager, description.key, description)
+        XiaozhiEntity.__init__(self, runtime, description.key, description)
         ImageEntity.__init__(self, hass)
 
     @property
     def _picture(self) -> Picture | None:
-        return self.entity_description.picture_fn(self.data)
+        return self.entity_description.picture_fn(self.entry_data)
 
     @property
     @override

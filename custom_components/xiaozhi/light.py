@@ -7,13 +7,13 @@ restored across restarts. Brightness scales the colour sent to the device.
 import re
 from typing import Any, override
 
-from homeassistant.components.light import LightEntity
-from homeassistant.components.light.const import (
+from homeassistant.components.light import (
     ATTR_BRIGHTNESS,
     ATTR_RGB_COLOR,
     ColorMode,
+    LightEntity,
 )
-from homeassistant.const import STATE_ON
+from homeassistant.const import STATE_OFF, STATE_ON
 from homeassistant.core import HomeAssistant, callback
 from homeassistant.helpers.entity_platform import AddConfigEntryEntitiesCallback
 from homeassistant.helpers.restore_state import RestoreEntity
@@ -26,8 +26,8 @@ from .entity import (
     tool_entity_factories,
     tool_entity_name,
 )
-from .manager import XiaozhiConfigEntry, XiaozhiManager
 from .protocol import Tool
+from .runtime import XiaozhiConfigEntry, XiaozhiRuntime
 
 PARALLEL_UPDATES = 1
 
@@ -43,8 +43,8 @@ async def async_setup_entry(
     """Add lights for RGB tools, now and later."""
 
     @callback
-    def wanted(manager: XiaozhiManager) -> dict[str, EntityFactory]:
-        return tool_entity_factories(manager, (), None, ("light", XiaozhiToolLight))
+    def wanted(runtime: XiaozhiRuntime) -> dict[str, EntityFactory]:
+        return tool_entity_factories(runtime, (), None, ("light", XiaozhiToolLight))
 
     async_follow_device(entry, async_add_entities, wanted)
 
@@ -78,7 +78,9 @@ class XiaozhiToolLight(XiaozhiToolEntity, LightEntity, RestoreEntity):
     async def async_added_to_hass(self) -> None:
         """Restore the last colour and brightness set."""
         await super().async_added_to_hass()
-        if (last := await self.async_get_last_state()) is None:
+        # Only a state someone set: unknown stays unknown until it is set.
+        last = await self.async_get_last_state()
+        if last is None or last.state not in (STATE_ON, STATE_OFF):
             return
         self._attr_is_on = last.state == STATE_ON
         rgb = last.attributes.get(ATTR_RGB_COLOR)
@@ -94,7 +96,9 @@ class XiaozhiToolLight(XiaozhiToolEntity, LightEntity, RestoreEntity):
             ATTR_RGB_COLOR, self._attr_rgb_color or WHITE
         )
         brightness: int = kwargs.get(ATTR_BRIGHTNESS, self._attr_brightness or 255)
-        await self.manager.async_run_tool(self.tool.name, scale(rgb, brightness))
+        await self.runtime.commands.async_call_tool(
+            self.tool.name, scale(rgb, brightness)
+        )
         self._attr_is_on = True
         self._attr_rgb_color = rgb
         self._attr_brightness = brightness
@@ -103,6 +107,6 @@ class XiaozhiToolLight(XiaozhiToolEntity, LightEntity, RestoreEntity):
     @override
     async def async_turn_off(self, **kwargs: Any) -> None:
         """Send black; colour and brightness are kept for the next turn on."""
-        await self.manager.async_run_tool(self.tool.name, scale(WHITE, 0))
+        await self.runtime.commands.async_call_tool(self.tool.name, scale(WHITE, 0))
         self._attr_is_on = False
         self.async_write_ha_state()

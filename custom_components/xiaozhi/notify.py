@@ -7,7 +7,7 @@ from homeassistant.core import HomeAssistant
 from homeassistant.helpers.entity_platform import AddConfigEntryEntitiesCallback
 
 from .entity import XiaozhiEntity
-from .manager import XiaozhiConfigEntry, XiaozhiManager
+from .runtime import XiaozhiConfigEntry, XiaozhiRuntime
 
 PARALLEL_UPDATES = 1
 
@@ -28,11 +28,11 @@ class XiaozhiScreenMessage(XiaozhiEntity, NotifyEntity):
 
     _attr_translation_key = "screen_message"
 
-    def __init__(self, manager: XiaozhiManager) -> None:
+    def __init__(self, runtime: XiaozhiRuntime) -> None:
         """Create the notify entity."""
-        super().__init__(manager, "screen_message")
+        super().__init__(runtime, "screen_message")
 
     @override
     async def async_send_message(self, message: str, title: str | None = None) -> None:
         """Show the message on the device."""
-        await self.manager.async_send_alert(title or DEFAULT_TITLE, message)
+        await self.runtime.commands.async_send_alert(title or DEFAULT_TITLE, message)

@@ -14,6 +14,7 @@ from homeassistant.const import PERCENTAGE
 from homeassistant.core import HomeAssistant, callback
 from homeassistant.helpers.entity_platform import AddConfigEntryEntitiesCallback
 
+from .commands import DeviceCommands
 from .entity import (
     EntityFactory,
     XiaozhiEntity,
@@ -22,9 +23,10 @@ from .entity import (
     async_follow_device,
     tool_entity_factories,
 )
-from .manager import XiaozhiConfigEntry, XiaozhiManager
-from .protocol import DeviceStatus, Tool
+from .entry_data import XiaozhiEntryData
+from .protocol import Tool
 from .protocol.firmware import BRIGHTNESS_TOOL, VOLUME_TOOL
+from .runtime import XiaozhiConfigEntry, XiaozhiRuntime
 
 PARALLEL_UPDATES = 1
 
@@ -35,8 +37,8 @@ class XiaozhiNumberEntityDescription(
 ):
     """A number backed by a tool and a status value."""
 
-    value_fn: Callable[[DeviceStatus], int | None]
-    set_fn: Callable[[XiaozhiManager, int], Awaitable[None]]
+    value_fn: Callable[[XiaozhiEntryData], int | None]
+    set_fn: Callable[[DeviceCommands, int], Awaitable[None]]
 
 
 NUMBERS = (
@@ -49,8 +51,8 @@ NUMBERS = (
         native_step=1,
         mode=NumberMode.SLIDER,
         native_unit_of_measurement=PERCENTAGE,
-        value_fn=lambda status: status.volume,
-        set_fn=lambda manager, value: manager.async_set_volume(value),
+        value_fn=lambda data: data.status.volume,
+        set_fn=lambda commands, value: commands.async_set_volume(value),
     ),
     XiaozhiNumberEntityDescription(
         key="screen_brightness",
@@ -61,8 +63,8 @@ NUMBERS = (
         native_step=1,
         mode=NumberMode.SLIDER,
         native_unit_of_measurement=PERCENTAGE,
-        value_fn=lambda status: status.brightness,
-        set_fn=lambda manager, value: manager.async_set_brightness(value),
+        value_fn=lambda data: data.status.brightness,
+        set_fn=lambda commands, value: commands.async_set_brightness(value),
     ),
 )
 
@@ -75,9 +77,9 @@ async def async_setup_entry(
     """Add numbers for what the device offers, now and later."""
 
     @callback
-    def wanted(manager: XiaozhiManager) -> dict[str, EntityFactory]:
+    def wanted(runtime: XiaozhiRuntime) -> dict[str, EntityFactory]:
         return tool_entity_factories(
-            manager, NUMBERS, XiaozhiNumber, ("number", XiaozhiToolNumber)
+            runtime, NUMBERS, XiaozhiNumber, ("number", XiaozhiToolNumber)
         )
 
     async_follow_device(entry, async_add_entities, wanted)
@@ -89,21 +91,21 @@ class XiaozhiNumber(XiaozhiEntity, NumberEntity):
     entity_description: XiaozhiNumberEntityDescription
 
     def __init__(
-        self, manager: XiaozhiManager, description: XiaozhiNumberEntityDescription
+        self, runtime: XiaozhiRuntime, description: XiaozhiNumberEntityDescription
     ) -> None:
         """Create the entity from its description."""
-        super().__init__(manager, description.key, description)
+        super().__init__(runtime, description.key, description)
 
     @property
     @override
     def native_value(self) -> int | None:
         """Return the value the device reported."""
-        return self.entity_description.value_fn(self.data.status)
+        return self.entity_description.value_fn(self.entry_data)
 
     @override
     async def async_set_native_value(self, value: float) -> None:
         """Set the value on the device."""
-        await self.entity_description.set_fn(self.manager, int(value))
+        await self.entity_description.set_fn(self.runtime.commands, int(value))
 
 
 class XiaozhiToolNumber(XiaozhiToolEntity, RestoreNumber):
@@ -132,6 +134,8 @@ class XiaozhiToolNumber(XiaozhiToolEntity, RestoreNumber):
     @override
     async def async_set_native_value(self, value: float) -> None:
         """Call the tool with the value."""
-        await self.manager.async_run_tool(self.tool.name, {self._argument: int(value)})
+        await self.runtime.commands.async_call_tool(
+            self.tool.name, {self._argument: int(value)}
+        )
         self._attr_native_value = int(value)
         self.async_write_ha_state()

@@ -13,6 +13,7 @@ from homeassistant.const import EntityCategory
 from homeassistant.core import HomeAssistant, callback
 from homeassistant.helpers.entity_platform import AddConfigEntryEntitiesCallback
 
+from .commands import DeviceCommands
 from .const import DOMAIN
 from .entity import (
     EntityFactory,
@@ -21,10 +22,10 @@ from .entity import (
     async_follow_device,
     tool_entity_factories,
 )
-from .manager import XiaozhiConfigEntry, XiaozhiManager
-from .protocol import DeviceStatus
+from .entry_data import XiaozhiEntryData
 from .protocol.firmware import THEME_TOOL
 from .protocol.status import THEMES
+from .runtime import XiaozhiConfigEntry, XiaozhiRuntime
 
 PARALLEL_UPDATES = 1
 
@@ -35,8 +36,8 @@ class XiaozhiSelectEntityDescription(
 ):
     """A select backed by a tool and a status value."""
 
-    value_fn: Callable[[DeviceStatus], str | None]
-    set_fn: Callable[[XiaozhiManager, str], Awaitable[None]]
+    value_fn: Callable[[XiaozhiEntryData], str | None]
+    set_fn: Callable[[DeviceCommands, str], Awaitable[None]]
 
 
 SELECTS = (
@@ -46,8 +47,8 @@ SELECTS = (
         tool=THEME_TOOL,
         options=list(THEMES),
         entity_category=EntityCategory.CONFIG,
-        value_fn=lambda status: status.theme,
-        set_fn=lambda manager, option: manager.async_set_theme(option),
+        value_fn=lambda data: data.status.theme,
+        set_fn=lambda commands, option: commands.async_set_theme(option),
     ),
 )
 
@@ -58,14 +59,14 @@ async def async_setup_entry(
     async_add_entities: AddConfigEntryEntitiesCallback,
 ) -> None:
     """Add the voice selects, and selects for what the device offers."""
-    manager = entry.runtime_data
+    runtime = entry.runtime_data
     async_add_entities(
-        [XiaozhiPipelineSelect(manager), XiaozhiVadSensitivitySelect(manager)]
+        [XiaozhiPipelineSelect(runtime), XiaozhiVadSensitivitySelect(runtime)]
     )
 
     @callback
-    def wanted(manager: XiaozhiManager) -> dict[str, EntityFactory]:
-        return tool_entity_factories(manager, SELECTS, XiaozhiSelect)
+    def wanted(runtime: XiaozhiRuntime) -> dict[str, EntityFactory]:
+        return tool_entity_factories(runtime, SELECTS, XiaozhiSelect)
 
     async_follow_device(entry, async_add_entities, wanted)
 
@@ -76,21 +77,21 @@ class XiaozhiSelect(XiaozhiEntity, SelectEntity):
     entity_description: XiaozhiSelectEntityDescription
 
     def __init__(
-        self, manager: XiaozhiManager, description: XiaozhiSelectEntityDescription
+        self, runtime: XiaozhiRuntime, description: XiaozhiSelectEntityDescription
     ) -> None:
         """Create the entity from its description."""
-        super().__init__(manager, description.key, description)
+        super().__init__(runtime, description.key, description)
 
     @property
     @override
     def current_option(self) -> str | None:
         """Return the option the device reported."""
-        return self.entity_description.value_fn(self.data.status)
+        return self.entity_description.value_fn(self.entry_data)
 
     @override
     async def async_select_option(self, option: str) -> None:
         """Apply the option on the device."""
-        await self.entity_description.set_fn(self.manager, option)
+        await self.entity_description.set_fn(self.runtime.commands, option)
 
 
 class XiaozhiPipelineSelect(XiaozhiEntity, AssistPipelineSelect):
@@ -99,10 +100,10 @@ class XiaozhiPipelineSelect(XiaozhiEntity, AssistPipelineSelect):
     Its presence makes the device an Assist device (Voice assistants page).
     """
 
-    def __init__(self, manager: XiaozhiManager) -> None:
+    def __init__(self, runtime: XiaozhiRuntime) -> None:
         """Create the select; its unique ID is ``<mac>-pipeline``."""
-        XiaozhiEntity.__init__(self, manager, "pipeline")
-        AssistPipelineSelect.__init__(self, manager.hass, DOMAIN, manager.mac)
+        XiaozhiEntity.__init__(self, runtime, "pipeline")
+        AssistPipelineSelect.__init__(self, runtime.hass, DOMAIN, runtime.mac)
 
     @property
     @override
@@ -114,10 +115,10 @@ class XiaozhiPipelineSelect(XiaozhiEntity, AssistPipelineSelect):
 class XiaozhiVadSensitivitySelect(XiaozhiEntity, VadSensitivitySelect):
     """How long a pause ends what the user says."""
 
-    def __init__(self, manager: XiaozhiManager) -> None:
+    def __init__(self, runtime: XiaozhiRuntime) -> None:
         """Create the select; its unique ID is ``<mac>-vad_sensitivity``."""
-        XiaozhiEntity.__init__(self, manager, "vad_sensitivity")
-        VadSensitivitySelect.__init__(self, manager.hass, manager.mac)
+        XiaozhiEntity.__init__(self, runtime, "vad_sensitivity")
+        VadSensitivitySelect.__init__(self, runtime.hass, runtime.mac)
 
     @property
     @override

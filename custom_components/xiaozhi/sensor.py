@@ -1,11 +1,16 @@
-"""Sensors: battery, Wi-Fi, chip temperature from the status; the activity."""
+"""Sensors: battery, Wi-Fi, chip temperature; the device's state and wake word.
+
+Transcripts (what was heard and said) are opt-in: their sensors are
+disabled by default, as enabling them keeps every utterance in history.
+"""
 
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import override
+from typing import Any, override
 
 from homeassistant.components.sensor import (
+    RestoreSensor,
     SensorDeviceClass,
     SensorEntity,
     SensorEntityDescription,
@@ -23,9 +28,9 @@ from homeassistant.helpers.typing import StateType
 
 from .entity import EntityFactory, XiaozhiEntity, async_follow_device
 from .entry_data import XiaozhiEntryData
-from .manager import XiaozhiConfigEntry, XiaozhiManager
 from .protocol import Activity
 from .protocol.status import SIGNALS
+from .runtime import XiaozhiConfigEntry, XiaozhiRuntime
 
 PARALLEL_UPDATES = 0
 
@@ -35,6 +40,7 @@ class XiaozhiSensorEntityDescription(SensorEntityDescription):
     """A sensor of a device; a status sensor exists once it has a value."""
 
     value_fn: Callable[[XiaozhiEntryData], StateType]
+    attributes_fn: Callable[[XiaozhiEntryData], dict[str, Any]] | None = None
 
 
 STATUS_SENSORS = (
@@ -71,22 +77,45 @@ STATUS_SENSORS = (
         suggested_display_precision=1,
     ),
 )
-ACTIVITY = XiaozhiSensorEntityDescription(
-    key="activity",
-    translation_key="activity",
-    device_class=SensorDeviceClass.ENUM,
-    options=[activity.value for activity in Activity],
-    value_fn=lambda data: data.activity,
+DEVICE_SENSORS = (
+    # What the device does; the satellite shows the voice part of it, so this
+    # one stays out of the way unless wanted.
+    XiaozhiSensorEntityDescription(
+        key="activity",
+        translation_key="activity",
+        device_class=SensorDeviceClass.ENUM,
+        options=[activity.value for activity in Activity],
+        entity_category=EntityCategory.DIAGNOSTIC,
+        entity_registry_enabled_default=False,
+        value_fn=lambda data: data.activity,
+    ),
+    XiaozhiSensorEntityDescription(
+        key="wake_word",
+        translation_key="wake_word",
+        entity_category=EntityCategory.DIAGNOSTIC,
+        value_fn=lambda data: data.wake_word,
+    ),
+    XiaozhiSensorEntityDescription(
+        key="tools",
+        translation_key="tools",
+        entity_category=EntityCategory.DIAGNOSTIC,
+        value_fn=lambda data: len(data.tools),
+        attributes_fn=lambda data: {"tools": sorted(data.tools)},
+    ),
 )
 TRANSCRIPT_SENSORS = (
     XiaozhiSensorEntityDescription(
         key="last_heard",
         translation_key="last_heard",
+        entity_category=EntityCategory.DIAGNOSTIC,
+        entity_registry_enabled_default=False,
         value_fn=lambda data: _short(data.last_heard),
     ),
     XiaozhiSensorEntityDescription(
         key="last_reply",
         translation_key="last_reply",
+        entity_category=EntityCategory.DIAGNOSTIC,
+        entity_registry_enabled_default=False,
         value_fn=lambda data: _short(data.last_reply),
     ),
 )
@@ -108,14 +137,16 @@ async def async_setup_entry(
     """Add a sensor for every status value the device reports."""
 
     @callback
-    def wanted(manager: XiaozhiManager) -> dict[str, EntityFactory]:
+    def wanted(runtime: XiaozhiRuntime) -> dict[str, EntityFactory]:
         found: dict[str, EntityFactory] = {
-            description.key: partial(XiaozhiSensor, manager, description)
-            for description in (ACTIVITY, *TRANSCRIPT_SENSORS)
+            description.key: partial(XiaozhiSensor, runtime, description)
+            for description in DEVICE_SENSORS
         }
+        for description in TRANSCRIPT_SENSORS:
+            found[description.key] = partial(XiaozhiTranscript, runtime, description)
         for description in STATUS_SENSORS:
-            if description.value_fn(manager.data) is not None:
-                found[description.key] = partial(XiaozhiSensor, manager, description)
+            if description.value_fn(runtime.entry_data) is not None:
+                found[description.key] = partial(XiaozhiSensor, runtime, description)
         return found
 
     async_follow_device(
@@ -127,15 +158,45 @@ class XiaozhiSensor(XiaozhiEntity, SensorEntity):
     """A value the device reports."""
 
     entity_description: XiaozhiSensorEntityDescription
+    # The tool list changes with firmware only: history needs the count alone.
+    _unrecorded_attributes = frozenset({"tools"})
 
     def __init__(
-        self, manager: XiaozhiManager, description: XiaozhiSensorEntityDescription
+        self, runtime: XiaozhiRuntime, description: XiaozhiSensorEntityDescription
     ) -> None:
         """Create the sensor from its description."""
-        super().__init__(manager, description.key, description)
+        super().__init__(runtime, description.key, description)
 
     @property
     @override
     def native_value(self) -> StateType:
         """Return the value the device reported."""
-        return self.entity_description.value_fn(self.data)
+        return self.entity_description.value_fn(self.entry_data)
+
+    @property
+    @override
+    def extra_state_attributes(self) -> dict[str, Any] | None:
+        """Return more of what the device reported (its tool names)."""
+        if (attributes_fn := self.entity_description.attributes_fn) is None:
+            return None
+        return attributes_fn(self.entry_data)
+
+
+class XiaozhiTranscript(XiaozhiSensor, RestoreSensor):
+    """What was heard or said last; kept across restarts and reloads."""
+
+    _restored: StateType = None
+
+    @override
+    async def async_added_to_hass(self) -> None:
+        """Show the last transcript until a new one comes."""
+        await super().async_added_to_hass()
+        if (last := await self.async_get_last_sensor_data()) is not None:
+            self._restored = last.native_value  # type: ignore[assignment]
+
+    @property
+    @override
+    def native_value(self) -> StateType:
+        """Return the transcript, or the one from before the restart."""
+        value = super().native_value
+        return value if value is not None else self._restored

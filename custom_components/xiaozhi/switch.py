@@ -3,7 +3,7 @@
 from typing import Any, override
 
 from homeassistant.components.switch import SwitchEntity
-from homeassistant.const import STATE_ON
+from homeassistant.const import STATE_OFF, STATE_ON
 from homeassistant.core import HomeAssistant, callback
 from homeassistant.helpers.entity_platform import AddConfigEntryEntitiesCallback
 from homeassistant.helpers.restore_state import RestoreEntity
@@ -14,8 +14,8 @@ from .entity import (
     async_follow_device,
     tool_entity_factories,
 )
-from .manager import XiaozhiConfigEntry, XiaozhiManager
 from .protocol import Tool
+from .runtime import XiaozhiConfigEntry, XiaozhiRuntime
 
 PARALLEL_UPDATES = 1
 
@@ -28,8 +28,8 @@ async def async_setup_entry(
     """Add switches for boolean tools, now and later."""
 
     @callback
-    def wanted(manager: XiaozhiManager) -> dict[str, EntityFactory]:
-        return tool_entity_factories(manager, (), None, ("switch", XiaozhiToolSwitch))
+    def wanted(runtime: XiaozhiRuntime) -> dict[str, EntityFactory]:
+        return tool_entity_factories(runtime, (), None, ("switch", XiaozhiToolSwitch))
 
     async_follow_device(entry, async_add_entities, wanted)
 
@@ -50,11 +50,17 @@ class XiaozhiToolSwitch(XiaozhiToolEntity, SwitchEntity, RestoreEntity):
     async def async_added_to_hass(self) -> None:
         """Restore the last state set."""
         await super().async_added_to_hass()
-        if (last := await self.async_get_last_state()) is not None:
+        # Only a state someone set: unknown stays unknown until it is set.
+        if (last := await self.async_get_last_state()) is not None and last.state in (
+            STATE_ON,
+            STATE_OFF,
+        ):
             self._attr_is_on = last.state == STATE_ON
 
     async def _set(self, on: bool) -> None:
-        await self.manager.async_run_tool(self.tool.name, {self._argument: on})
+        await self.runtime.commands.async_call_tool(
+            self.tool.name, {self._argument: on}
+        )
         self._attr_is_on = on
         self.async_write_ha_state()
 
