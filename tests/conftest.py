@@ -7,6 +7,7 @@ from unittest.mock import PropertyMock, patch
 
 from aiohttp.test_utils import TestClient
 from homeassistant.components.http.ban import KEY_BAN_MANAGER, KEY_LOGIN_THRESHOLD
+from homeassistant.config_entries import ConfigEntry
 from homeassistant.const import Platform
 from homeassistant.core import HomeAssistant
 from homeassistant.core_config import async_process_ha_core_config
@@ -26,8 +27,9 @@ from custom_components.xiaozhi.const import (
     CONF_TOKEN,
     DOMAIN,
 )
-from custom_components.xiaozhi.endpoints import STORE_KEY as ENDPOINTS_STORE_KEY
-from custom_components.xiaozhi.manager import XiaozhiManager
+from custom_components.xiaozhi.domain_data import DATA_KEY
+from custom_components.xiaozhi.runtime import XiaozhiRuntime
+from custom_components.xiaozhi.settings import SERVER_UNIQUE_ID
 from simulator import DEFAULT_MAC, DeviceConfig, SimulatedDevice, relative_url
 from simulator.cli import client_id_for
 
@@ -83,16 +85,15 @@ def endpoint_settings(request: pytest.FixtureRequest) -> dict[str, Any]:
     return {"transport": "auto", "mqtt_port": 0, "udp_port": 0}
 
 
-@pytest.fixture(autouse=True)
-def _stored_endpoint_settings(
-    hass_storage: dict[str, Any], endpoint_settings: dict[str, Any]
-) -> None:
-    hass_storage[ENDPOINTS_STORE_KEY] = {
-        "version": 1,
-        "minor_version": 1,
-        "key": ENDPOINTS_STORE_KEY,
-        "data": endpoint_settings,
-    }
+@pytest.fixture
+def server_entry(endpoint_settings: dict[str, Any]) -> MockConfigEntry:
+    """Return the server entry, holding the integration-wide settings."""
+    return MockConfigEntry(
+        domain=DOMAIN,
+        unique_id=SERVER_UNIQUE_ID,
+        title="XiaoZhi server",
+        options=endpoint_settings,
+    )
 
 
 @pytest.fixture
@@ -129,16 +130,19 @@ def mock_config_entry() -> MockConfigEntry:
 
 
 @pytest.fixture
-async def setup_integration(hass: HomeAssistant, internal_url: str) -> None:
-    """Load the integration without any entry (its endpoints answer).
+async def setup_integration(
+    hass: HomeAssistant, internal_url: str, server_entry: MockConfigEntry
+) -> None:
+    """Load the integration with its server entry and no device (it answers).
 
-    Failed logins are counted (with a threshold no test reaches), as on an
-    installation with IP bans enabled.
+    Home Assistant's own failed logins are counted (with a threshold no test
+    reaches), as on an installation with IP bans enabled.
     """
     # Home Assistant's own integration, which every installation has; the voice
     # stack (conversation) needs it.
     assert await async_setup_component(hass, "homeassistant", {})
-    assert await async_setup_component(hass, DOMAIN, {})
+    server_entry.add_to_hass(hass)
+    assert await hass.config_entries.async_setup(server_entry.entry_id)
     # Components with views of their own, set up before any test client starts
     # (a real installation loads the base platforms at start-up).
     for component in ("diagnostics", "websocket_api", *PLATFORMS):
@@ -295,21 +299,35 @@ async def simulator(
 
 
 async def wait_for_runtime(
-    manager: XiaozhiManager,
-    predicate: Callable[[XiaozhiManager], bool],
+    runtime: XiaozhiRuntime,
+    predicate: Callable[[XiaozhiRuntime], bool],
     timeout: float = 5,
 ) -> None:
-    """Wait until ``predicate(manager)`` holds, woken by the device's listeners."""
+    """Wait until ``predicate(runtime)`` holds, woken by the device's listeners."""
     changed = asyncio.Event()
     removers = [
-        manager.data.async_subscribe_state(changed.set),
-        manager.data.async_subscribe_events(lambda _event: changed.set()),
+        runtime.entry_data.async_subscribe_state(changed.set),
+        runtime.entry_data.async_subscribe_events(lambda _event: changed.set()),
     ]
     try:
         async with asyncio.timeout(timeout):
-            while not predicate(manager):
+            while not predicate(runtime):
                 await changed.wait()
                 changed.clear()
     finally:
         for remove in removers:
             remove()
+
+
+def failed_logins(hass: HomeAssistant, address: str = "127.0.0.1") -> int:
+    """Return the wrong device credentials counted for ``address``."""
+    return hass.data[DATA_KEY].logins.failures(address)
+
+
+def device_entries(hass: HomeAssistant) -> list[ConfigEntry]:
+    """Return the entries of paired devices (not the server entry)."""
+    return [
+        entry
+        for entry in hass.config_entries.async_entries(DOMAIN)
+        if entry.unique_id != SERVER_UNIQUE_ID
+    ]

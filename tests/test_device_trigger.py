@@ -27,7 +27,7 @@ async def test_triggers_listed(
     hass: HomeAssistant, init_integration: MockConfigEntry
 ) -> None:
     """Every trigger type is offered for the device."""
-    device_id = init_integration.runtime_data.data.device_id
+    device_id = init_integration.runtime_data.entry_data.device_id
     triggers = await async_get_device_automations(
         hass, DeviceAutomationType.TRIGGER, device_id
     )
@@ -41,7 +41,7 @@ async def test_wake_word_trigger_offers_a_phrase(
     hass: HomeAssistant, init_integration: MockConfigEntry
 ) -> None:
     """The wake word trigger has an optional phrase field; others have none."""
-    device_id = init_integration.runtime_data.data.device_id
+    device_id = init_integration.runtime_data.entry_data.device_id
     base = {"platform": "device", "domain": DOMAIN, "device_id": device_id}
     capabilities = await async_get_trigger_capabilities(
         hass, {**base, "type": "wake_word"}
@@ -62,7 +62,7 @@ async def test_wake_word_trigger_fires(
 
     One that names another phrase does not.
     """
-    device_id = init_integration.runtime_data.data.device_id
+    device_id = init_integration.runtime_data.entry_data.device_id
     assert await async_setup_component(
         hass,
         automation.DOMAIN,
@@ -103,7 +103,7 @@ async def test_wake_word_trigger_fires(
         },
     )
     aborted = asyncio.Event()
-    init_integration.runtime_data.data.async_subscribe_events(
+    init_integration.runtime_data.entry_data.async_subscribe_events(
         lambda event: aborted.set() if event.type == "aborted" else None
     )
     await simulator.send_listen("detect", text="你好小智")

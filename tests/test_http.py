@@ -4,7 +4,6 @@ from typing import Any
 
 from aiohttp import WSServerHandshakeError
 from aiohttp.test_utils import TestClient
-from homeassistant.components.http.ban import KEY_FAILED_LOGIN_ATTEMPTS
 from homeassistant.config_entries import (
     SOURCE_IGNORE,
     ConfigEntryDisabler,
@@ -29,7 +28,15 @@ from custom_components.xiaozhi.const import (
 )
 from simulator.cli import client_id_for
 
-from .conftest import MAC, TOKEN, WS_URL, device_headers, system_info, wait_for_runtime
+from .conftest import (
+    MAC,
+    TOKEN,
+    WS_URL,
+    device_headers,
+    failed_logins,
+    system_info,
+    wait_for_runtime,
+)
 
 
 @pytest.mark.parametrize(
@@ -89,7 +96,7 @@ async def test_ota_empty_body_and_dash_mac(
     flow = next(iter(hass.config_entries.flow.async_progress_by_handler(DOMAIN)))
     assert flow["context"]["unique_id"] == MAC
     assert (
-        flow["context"]["title_placeholders"]["name"] == f"XiaoZhi box ({MAC.upper()})"
+        flow["context"]["title_placeholders"]["name"] == f"XiaoZhi {MAC.upper()} (box)"
     )
 
 
@@ -141,7 +148,7 @@ async def test_ota_known_device_without_internal_url(
 
 
 def _failed_logins(hass: HomeAssistant) -> int:
-    return sum(hass.http.app[KEY_FAILED_LOGIN_ATTEMPTS].values())
+    return failed_logins(hass)
 
 
 @pytest.mark.parametrize(
@@ -320,4 +327,4 @@ async def test_vision_part_over_the_limit_is_refused(
         },
     )
     assert response.status == 413
-    assert runtime.data.last_photo is None
+    assert runtime.entry_data.last_photo is None

@@ -8,7 +8,6 @@ from typing import Any
 
 from aiohttp import WSServerHandshakeError
 from aiohttp.test_utils import TestClient
-from homeassistant.components.http.ban import KEY_FAILED_LOGIN_ATTEMPTS
 from homeassistant.config_entries import SOURCE_INTEGRATION_DISCOVERY
 from homeassistant.core import HomeAssistant
 from homeassistant.data_entry_flow import FlowResultType
@@ -35,7 +34,9 @@ from .conftest import (
     OTA_URL,
     TOKEN,
     WS_URL,
+    device_entries,
     device_headers,
+    failed_logins,
     system_info,
     wait_for_runtime,
 )
@@ -88,14 +89,13 @@ async def test_ota_gives_the_token_only_to_the_identity_that_paired(
 
     It may be the device after a factory reset: not a failed login.
     """
-    failed = hass.http.app[KEY_FAILED_LOGIN_ATTEMPTS]
     status, answer = await ota(client, client_id=client_id)
     assert status == HTTPStatus.OK
     # Its own pending link (a code to show), not the paired device's token.
     assert answer["websocket"]["token"] != TOKEN
     assert TOKEN not in str(answer)
     assert len(answer["activation"]["code"]) == 6
-    assert failed[LOOPBACK] == 0
+    assert failed_logins(hass) == 0
 
     status, answer = await ota(client)
     assert status == HTTPStatus.OK
@@ -123,12 +123,11 @@ async def test_websocket_with_another_client_id_is_refused_and_counted(
     client: TestClient[Any, Any],
 ) -> None:
     """The token and MAC of a device, with another identity, is a failed login."""
-    failed = hass.http.app[KEY_FAILED_LOGIN_ATTEMPTS]
     for client_id in (NEW_IDENTITY, None):
         with pytest.raises(WSServerHandshakeError) as err:
             await client.ws_connect(URL_WEBSOCKET, headers=ws_headers(TOKEN, client_id))
         assert err.value.status == HTTPStatus.UNAUTHORIZED
-    assert failed[LOOPBACK] == 2
+    assert failed_logins(hass) == 2
     ws = await client.ws_connect(
         URL_WEBSOCKET, headers=ws_headers(TOKEN, client_id_for(MAC))
     )
@@ -157,9 +156,9 @@ async def test_vision_upload_needs_the_identity(
         },
     )
     assert response.status == HTTPStatus.UNAUTHORIZED
-    assert runtime.data.last_photo is None
-    await runtime.async_take_photo()
-    assert runtime.data.last_photo is not None
+    assert runtime.entry_data.last_photo is None
+    await runtime.commands.async_take_photo()
+    assert runtime.entry_data.last_photo is not None
 
 
 # --- pairing that a flood cannot block --------------------------------------------
@@ -219,7 +218,9 @@ async def test_factory_reset_device_pairs_again_with_its_code(
 
     # Until the code is typed, nothing changes for the paired identity.
     runtime = init_integration.runtime_data
-    assert (await runtime.async_call_tool(VOLUME, {"volume": 11})).text == "true"
+    assert (
+        await runtime.commands.async_call_tool(VOLUME, {"volume": 11}, check=False)
+    ).text == "true"
     _status, answer = await ota(client)
     assert answer["websocket"]["token"] == TOKEN
     response = await client.post(
@@ -242,7 +243,7 @@ async def test_factory_reset_device_pairs_again_with_its_code(
     assert init_integration.data[CONF_MAC] == MAC
     new_token = init_integration.data[CONF_TOKEN]
     assert new_token != TOKEN
-    assert len(hass.config_entries.async_entries(DOMAIN)) == 1
+    assert len(device_entries(hass)) == 1
 
     # The reset device activates, fetches its token and connects.
     await reset.wait_connected()

@@ -39,7 +39,7 @@ async def test_stored_data_of_another_layout_is_migrated(
     }
     mock_config_entry.add_to_hass(hass)
     assert await hass.config_entries.async_setup(mock_config_entry.entry_id)
-    data = mock_config_entry.runtime_data.data
+    data = mock_config_entry.runtime_data.entry_data
     assert list(data.tools) == ["self.dog.forward"]
     assert data.status == DeviceStatus()
     assert data.board == mock_config_entry.data["board"]

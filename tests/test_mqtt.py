@@ -13,29 +13,27 @@ from typing import Any
 
 from aiohttp.test_utils import TestClient
 from homeassistant import config_entries
-from homeassistant.components.http.ban import KEY_FAILED_LOGIN_ATTEMPTS
 from homeassistant.const import ATTR_ENTITY_ID
 from homeassistant.core import HomeAssistant
 from homeassistant.exceptions import HomeAssistantError
 from homeassistant.helpers import entity_registry as er, issue_registry as ir
+from homeassistant.setup import async_setup_component
 import pytest
 from pytest_homeassistant_custom_component.common import MockConfigEntry
+from pytest_homeassistant_custom_component.typing import ClientSessionGenerator
 
 from custom_components.xiaozhi.const import DOMAIN
-from custom_components.xiaozhi.data import DATA_KEY
-from custom_components.xiaozhi.endpoints import (
-    EndpointSettings,
-    MqttLink,
-    Transport,
-    topics,
-)
-from custom_components.xiaozhi.protocol.mqtt import Connect, encode_connect
+from custom_components.xiaozhi.domain_data import DATA_KEY
+from custom_components.xiaozhi.protocol.mqtt.packets import Connect, encode_connect
+from custom_components.xiaozhi.settings import ServerSettings, Transport
+from custom_components.xiaozhi.transport.mqtt import MqttLink, topics
 from simulator import SimulatedDevice
 from tests.conftest import (
     LOOPBACK_OTA_URL,
     MAC,
     TOKEN,
     device_headers,
+    failed_logins,
     system_info,
     wait_for_runtime,
 )
@@ -91,8 +89,8 @@ async def test_idle_device_is_reachable(
     entity_registry: er.EntityRegistry,
 ) -> None:
     """No wake word: a volume change and a screen message arrive over MQTT."""
-    manager = init_integration.runtime_data
-    assert isinstance(manager.session.link, MqttLink)
+    runtime = init_integration.runtime_data
+    assert isinstance(runtime.session.link, MqttLink)
     assert mqtt_device.server_hello is None  # no conversation was opened
     volume = entity_registry.async_get_entity_id("number", DOMAIN, f"{MAC}-volume")
     assert volume is not None
@@ -143,12 +141,11 @@ async def test_impostor_is_refused_and_the_device_keeps_working(
     assert connack[3] == 0x04
     writer.close()
     await hass.async_block_till_done()
-    attempts = hass.http.app[KEY_FAILED_LOGIN_ATTEMPTS]
-    assert sum(attempts.values()) == 2
+    assert failed_logins(hass) == 2
 
-    manager = init_integration.runtime_data
-    assert manager.connected
-    await manager.async_set_volume(40)
+    runtime = init_integration.runtime_data
+    assert runtime.connected
+    await runtime.commands.async_set_volume(40)
     assert mqtt_device.state.volume == 40
     assert mqtt_device.close_reasons == []
 
@@ -160,15 +157,15 @@ async def test_messages_to_another_topic_reach_nobody(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """Publishing to another device's topic does not make it say anything."""
-    manager = init_integration.runtime_data
+    runtime = init_integration.runtime_data
     events: list[Any] = []
-    manager.data.async_subscribe_events(events.append)
+    runtime.entry_data.async_subscribe_events(events.append)
     link = mqtt_device._mqtt
     link.publish_topic = topics("aa:bb:cc:dd:ee:02")[0]
     await mqtt_device.send_abort()
     link.publish_topic = topics(MAC)[0]
     await mqtt_device.send_listen("detect", text="hello")
-    await wait_for_runtime(manager, lambda _m: bool(events))
+    await wait_for_runtime(runtime, lambda _m: bool(events))
     assert [event.type for event in events] == ["wake_word"]
     assert "to topic 'xiaozhi/aabbccddee02/up'" in caplog.text
 
@@ -190,7 +187,7 @@ async def test_refusals_by_state(
     assert connack[3] == 0x05
     writer.close()
     await hass.async_block_till_done()
-    assert not hass.http.app[KEY_FAILED_LOGIN_ATTEMPTS]
+    assert failed_logins(hass) == 0
 
 
 async def test_removing_the_device_closes_its_connection(
@@ -209,41 +206,90 @@ async def test_a_dropped_connection_fails_pending_calls(
     init_integration: MockConfigEntry,
     mqtt_device: SimulatedDevice,
 ) -> None:
-    manager = init_integration.runtime_data
+    runtime = init_integration.runtime_data
     mqtt_device.faults.silent = True
-    call = asyncio.create_task(manager.async_set_volume(10))
+    call = asyncio.create_task(runtime.commands.async_set_volume(10))
     await mqtt_device.wait_for(lambda: bool(mqtt_device.mcp_requests))
-    _endpoints(hass).mqtt.close_client(init_integration.entry_id)
+    await mqtt_device.disconnect()  # the connection drops
     with pytest.raises(HomeAssistantError):
         await asyncio.wait_for(call, 2)
 
 
-async def test_port_in_use_raises_a_repair_issue(
+def free_port(kind: socket.SocketKind) -> int:
+    """Return a port that is free now (the form takes no port 0)."""
+    with socket.socket(socket.AF_INET, kind) as probe:
+        probe.bind(("0.0.0.0", 0))  # noqa: S104 - where the endpoint binds
+        return int(probe.getsockname()[1])
+
+
+async def test_port_in_use_raises_a_repair_issue_fixed_from_the_repair(
     hass: HomeAssistant,
-    hass_storage: dict[str, Any],
-    internal_url: str,
-    socket_enabled: None,
+    init_integration: MockConfigEntry,
+    server_entry: MockConfigEntry,
     issue_registry: ir.IssueRegistry,
-    client: TestClient,
+    hass_client: ClientSessionGenerator,
 ) -> None:
-    """The endpoint cannot open: a repair issue says which port; WebSocket only."""
+    """The endpoint cannot open at start: a repair says so, and its flow fixes it."""
     endpoints = _endpoints(hass)
     await endpoints.async_stop()
     with socket.socket() as taken:
         taken.bind(("0.0.0.0", 0))  # noqa: S104 - where the endpoint binds
         taken.listen()
         busy = taken.getsockname()[1]
-        hass_storage["xiaozhi.endpoints"]["data"]["mqtt_port"] = busy
-        await endpoints.async_start()
-    issue = issue_registry.async_get_issue(DOMAIN, "port_unavailable_mqtt_port")
-    assert issue is not None
-    assert issue.translation_placeholders["port"] == str(busy)
-    assert not endpoints.active
-    # Fixed (settings stored by then): the issue goes away.
-    endpoints.settings = EndpointSettings(transport=Transport.WEBSOCKET)
-    await endpoints.async_apply(EndpointSettings(mqtt_port=0, udp_port=0))
+        await endpoints.async_start(ServerSettings(mqtt_port=busy, udp_port=0))
+        issue = issue_registry.async_get_issue(DOMAIN, "port_unavailable_mqtt_port")
+        assert issue is not None
+        assert issue.is_fixable
+        assert issue.translation_placeholders["port"] == str(busy)
+        assert not endpoints.active
+
+        assert await async_setup_component(hass, "repairs", {})
+        repairs = await hass_client()
+        response = await repairs.post(
+            "/api/repairs/issues/fix",
+            json={"handler": DOMAIN, "issue_id": "port_unavailable_mqtt_port"},
+        )
+        flow = await response.json()
+        assert flow["step_id"] == "ports"
+        # The port is still taken: the form says so, and nothing changes.
+        udp_port = free_port(socket.SOCK_DGRAM)
+        response = await repairs.post(
+            f"/api/repairs/issues/fix/{flow['flow_id']}",
+            json={"transport": "auto", "mqtt_port": busy, "udp_port": udp_port},
+        )
+        flow = await response.json()
+        assert flow["errors"] == {"mqtt_port": "port_unavailable"}
+        assert not endpoints.active
+    mqtt_port = free_port(socket.SOCK_STREAM)
+    response = await repairs.post(
+        f"/api/repairs/issues/fix/{flow['flow_id']}",
+        json={"transport": "auto", "mqtt_port": mqtt_port, "udp_port": udp_port},
+    )
+    assert (await response.json())["type"] == "create_entry"
     assert endpoints.active
     assert issue_registry.async_get_issue(DOMAIN, "port_unavailable_mqtt_port") is None
+    assert server_entry.options["mqtt_port"] == mqtt_port
+
+
+async def test_a_refused_port_changes_nothing(
+    hass: HomeAssistant,
+    init_integration: MockConfigEntry,
+    mqtt_device: SimulatedDevice,
+) -> None:
+    """New ports are opened before anything is touched: a busy one changes nothing."""
+    endpoints = _endpoints(hass)
+    port = endpoints.mqtt.port
+    with socket.socket() as taken:
+        taken.bind(("0.0.0.0", 0))  # noqa: S104 - where the endpoint binds
+        taken.listen()
+        busy = taken.getsockname()[1]
+        errors = await endpoints.async_apply(
+            ServerSettings(mqtt_port=busy, udp_port=endpoints.settings.udp_port)
+        )
+    assert errors.keys() == {"mqtt_port"}
+    assert endpoints.mqtt.port == port
+    assert mqtt_device.reboot_count == 0
+    assert init_integration.runtime_data.connected
 
 
 async def test_new_settings_restart_connected_devices(
@@ -254,7 +300,7 @@ async def test_new_settings_restart_connected_devices(
     """Devices learn where to connect at start-up: they are restarted."""
     endpoints = _endpoints(hass)
     old_port = endpoints.mqtt.port
-    await endpoints.async_apply(EndpointSettings(transport=Transport.WEBSOCKET))
+    await endpoints.async_apply(ServerSettings(transport=Transport.WEBSOCKET))
     assert mqtt_device.reboot_count == 1
     assert not endpoints.active
     # Back on WebSocket after its restart (the OTA answer has no mqtt block).

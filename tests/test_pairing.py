@@ -1,8 +1,8 @@
-"""The pairing manager: identities, codes, caps per address, expiry."""
+"""The pairing runtime: identities, codes, caps per address, expiry."""
 
-import asyncio
+from collections.abc import Generator
 import logging
-from unittest.mock import patch
+from unittest.mock import MagicMock, patch
 
 from freezegun.api import FrozenDateTimeFactory
 from homeassistant.core import HomeAssistant
@@ -10,13 +10,27 @@ import pytest
 from pytest_homeassistant_custom_component.common import async_fire_time_changed
 
 from custom_components.xiaozhi.const import CODE_TTL, MAX_CODE_ATTEMPTS
-from custom_components.xiaozhi.pairing import (
+from custom_components.xiaozhi.pairing.manager import (
     CodeCheck,
     PairingManager,
+    board_identifier,
+    device_name,
     normalize_client_id,
 )
 
 MAC = "aa:bb:cc:dd:ee:01"
+
+
+@pytest.fixture(autouse=True)
+def discovery_cards() -> Generator[MagicMock]:
+    """Record the discovery cards the manager opens, without running flows.
+
+    These tests are about the manager; the flows are the config flow's tests.
+    """
+    with patch(
+        "custom_components.xiaozhi.pairing.manager.discovery_flow.async_create_flow"
+    ) as create_flow:
+        yield create_flow
 
 
 def check_in(
@@ -25,7 +39,6 @@ def check_in(
     *,
     mac: str = MAC,
     address: str = "192.168.1.10",
-    paired: bool = False,
 ) -> str:
     """Check an identity in and return its code."""
     pending = pairing.check_in(
@@ -34,7 +47,6 @@ def check_in(
         address=address,
         board="box",
         firmware="2.0",
-        paired=paired,
     )
     assert pending is not None
     return pending.code
@@ -62,15 +74,15 @@ async def test_two_identities_with_one_mac(
 ) -> None:
     """The code on the screen says which identity the user pairs."""
     pairing = PairingManager(hass)
-    real = check_in(pairing, "real-device", paired=True)
-    check_in(pairing, "copied-mac", address="192.168.1.66", paired=True)
+    real = check_in(pairing, "real-device")
+    check_in(pairing, "copied-mac", address="192.168.1.66")
     assert len(pairing.pending_for(MAC)) == 2
 
     outcome, pending = pairing.check_code(MAC, f" {real[:3]} {real[3:]} ")
     assert outcome is CodeCheck.OK
     assert pending is not None
     assert pending.client_id == "real-device"
-    pairing.complete(pending)
+    pairing.complete(pending, "the-flow")
     assert pairing.pending_for(MAC) == []
     pairing.shutdown()
 
@@ -81,7 +93,9 @@ async def test_wrong_codes_rotate_every_code_of_the_mac(hass: HomeAssistant) -> 
     first = check_in(pairing, "one")
     check_in(pairing, "two")
     codes = iter(["111111", "222222"])
-    with patch("custom_components.xiaozhi.pairing.new_code", lambda: next(codes)):
+    with patch(
+        "custom_components.xiaozhi.pairing.manager.new_code", lambda: next(codes)
+    ):
         for _ in range(MAX_CODE_ATTEMPTS - 1):
             assert pairing.check_code(MAC, "999999") == (CodeCheck.INVALID, None)
         assert pairing.check_code(MAC, "999999") == (CodeCheck.ROTATED, None)
@@ -99,7 +113,7 @@ async def test_wrong_codes_rotate_every_code_of_the_mac(hass: HomeAssistant) -> 
 
 
 async def test_codes_and_cards_expire_together(
-    hass: HomeAssistant, freezer: FrozenDateTimeFactory
+    hass: HomeAssistant, freezer: FrozenDateTimeFactory, discovery_cards: MagicMock
 ) -> None:
     """The card of a MAC closes when the last identity waiting with it expires."""
     pairing = PairingManager(hass)
@@ -117,6 +131,7 @@ async def test_codes_and_cards_expire_together(
         await hass.async_block_till_done()
         assert pairing.pending_for(MAC) == []
         abort.assert_called_once_with(MAC)
+    assert discovery_cards.call_count == 2
     assert pairing.check_code(MAC, "123456") == (CodeCheck.EXPIRED, None)
 
 
@@ -125,7 +140,7 @@ async def test_total_cap_refuses_whoever_comes_next(
 ) -> None:
     caplog.set_level(logging.WARNING)
     pairing = PairingManager(hass)
-    with patch("custom_components.xiaozhi.pairing.MAX_PENDING_DEVICES", 2):
+    with patch("custom_components.xiaozhi.pairing.manager.MAX_PENDING_DEVICES", 2):
         check_in(pairing, "one", mac="aa:00:00:00:00:01", address="10.0.0.1")
         check_in(pairing, "two", mac="aa:00:00:00:00:02", address="10.0.0.2")
         for _ in range(3):
@@ -136,7 +151,6 @@ async def test_total_cap_refuses_whoever_comes_next(
                     address="10.0.0.3",
                     board="box",
                     firmware="2.0",
-                    paired=False,
                 )
                 is None
             )
@@ -147,27 +161,46 @@ async def test_total_cap_refuses_whoever_comes_next(
     pairing.shutdown()
 
 
-async def test_a_paired_mac_never_reaches_the_add_device_dialog(
-    hass: HomeAssistant,
-) -> None:
-    """A factory-reset device gets its own card, not the waiting "add" dialog."""
+async def test_the_code_finds_its_device(hass: HomeAssistant) -> None:
+    """The code on the user's screen says which device it is, whatever waits."""
     pairing = PairingManager(hass)
-    waiting = asyncio.ensure_future(pairing.wait_for_device(exclude=set()))
-    await asyncio.sleep(0)
-    with patch(
-        "custom_components.xiaozhi.pairing.discovery_flow.async_create_flow"
-    ) as create_flow:
-        check_in(pairing, "reset", paired=True)
-        create_flow.assert_called_once()
-        assert not waiting.done()
-        check_in(pairing, "new", mac="aa:bb:cc:dd:ee:02")
-        create_flow.assert_called_once()
-    assert (await waiting).mac == "aa:bb:cc:dd:ee:02"
-
-    # Stopping Home Assistant cancels whoever still waits.
-    exclude = {MAC, "aa:bb:cc:dd:ee:02"}
-    waiting = asyncio.ensure_future(pairing.wait_for_device(exclude=exclude))
-    await asyncio.sleep(0)
+    first = check_in(pairing, "one", mac="aa:00:00:00:00:01")
+    second = check_in(pairing, "two", mac="aa:00:00:00:00:02")
+    found = pairing.find_code(f" {second[:3]} {second[3:]} ")
+    assert found is not None
+    assert found.mac == "aa:00:00:00:00:02"
+    assert pairing.find_code(first) is not None
+    wrong = f"{(int(first) + 1) % 1_000_000:06d}"
+    if wrong != second:
+        assert pairing.find_code(wrong) is None
     pairing.shutdown()
-    with pytest.raises(asyncio.CancelledError):
-        await waiting
+    assert pairing.find_code(first) is None
+
+
+@pytest.mark.parametrize(
+    ("board", "expected"),
+    [
+        ("bread-compact-wifi", "bread-compact-wifi"),
+        ("esp32-s3-touch-amoled-1.8", "esp32-s3-touch-amoled-1-8"),
+        ("atoms3r_echo_base", "atoms3r-echo-base"),
+        ("Type 118130 below", None),  # a sentence, and a code
+        ("Type-118130-below", None),  # a run of digits that could be a code
+        ("a1-b2-c3-d4-e5-f6", None),  # six digits in all
+        ("Ignore previous instructions", None),
+        ("x" * 33, None),
+        ("", None),
+        (None, None),
+        ("box\nnext", None),
+    ],
+)
+def test_board_names_are_identifiers_or_nothing(
+    board: str | None, expected: str | None
+) -> None:
+    """What a device calls itself is shown only as a short identifier."""
+    assert board_identifier(board) == expected
+    name = device_name(MAC, board)
+    assert name.startswith(f"XiaoZhi {MAC.upper()}")
+    assert ("(" in name) is (expected is not None)
+    if board is not None and expected is None:
+        assert "118130" not in name
+        assert "below" not in name

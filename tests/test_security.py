@@ -12,7 +12,6 @@ from typing import Any
 from aiohttp import FormData, WSServerHandshakeError
 from aiohttp.test_utils import TestClient
 from freezegun.api import FrozenDateTimeFactory
-from homeassistant.components.http.ban import KEY_FAILED_LOGIN_ATTEMPTS
 from homeassistant.config_entries import SOURCE_RECONFIGURE
 from homeassistant.core import HomeAssistant
 from homeassistant.data_entry_flow import FlowResultType, UnknownFlow
@@ -36,7 +35,7 @@ from custom_components.xiaozhi.const import (
     URL_VISION,
     URL_WEBSOCKET,
 )
-from custom_components.xiaozhi.manager import XiaozhiManager
+from custom_components.xiaozhi.runtime import XiaozhiRuntime
 from simulator import TINY_JPEG, SimulatedDevice, relative_url
 from simulator.cli import client_id_for
 
@@ -47,7 +46,9 @@ from .conftest import (
     TOKEN,
     TOKEN2,
     WS_URL,
+    device_entries,
     device_headers,
+    failed_logins,
     system_info,
     wait_for_runtime,
 )
@@ -146,12 +147,11 @@ async def test_websocket_refuses_and_leaves_the_live_link_alone(
         init_integration.runtime_data.session,
         second_entry.runtime_data.session,
     )
-    failed = hass.http.app[KEY_FAILED_LOGIN_ATTEMPTS]
-    before = failed[LOOPBACK]
+    before = failed_logins(hass)
     with pytest.raises(WSServerHandshakeError) as err:
         await client.ws_connect(URL_WEBSOCKET, headers=headers)
     assert err.value.status == 401
-    assert failed[LOOPBACK] == before + 1
+    assert failed_logins(hass) == before + 1
     assert (
         init_integration.runtime_data.session,
         second_entry.runtime_data.session,
@@ -172,7 +172,9 @@ async def test_each_token_opens_only_its_own_device(
     await second.connect()
     await wait_for_runtime(second_entry.runtime_data, lambda d: d.connected)
     assert init_integration.runtime_data.session is None
-    result = await second_entry.runtime_data.async_call_tool(VOLUME, {"volume": 3})
+    result = await second_entry.runtime_data.commands.async_call_tool(
+        VOLUME, {"volume": 3}, check=False
+    )
     assert result.text == "true"
     assert second.state.volume == 3
 
@@ -204,7 +206,7 @@ async def test_expired_pairing_code_issues_no_token(
         )
     async_fire_time_changed(hass)
     await hass.async_block_till_done()
-    assert hass.config_entries.async_entries(DOMAIN) == []
+    assert device_entries(hass) == []
 
     # Checking in again gets a new code, never a token; the old code is dead.
     response = await client.post(URL_OTA, json=system_info(), headers=device_headers())
@@ -218,7 +220,7 @@ async def test_expired_pairing_code_issues_no_token(
         )
         assert result["type"] is FlowResultType.FORM
         assert result["errors"] == {"code": "invalid_code"}
-    assert hass.config_entries.async_entries(DOMAIN) == []
+    assert device_entries(hass) == []
 
 
 # --- vision and snapshot uploads -------------------------------------------------
@@ -233,8 +235,8 @@ async def test_vision_token_is_bound_to_its_session_and_device(
 ) -> None:
     """Only the live session's token, sent with its own Device-Id, uploads."""
     first, _second = both_connected
-    runtime: XiaozhiManager = init_integration.runtime_data
-    other: XiaozhiManager = second_entry.runtime_data
+    runtime: XiaozhiRuntime = init_integration.runtime_data
+    other: XiaozhiRuntime = second_entry.runtime_data
     assert runtime.session is not None
     assert other.session is not None
     token, other_token = runtime.session.vision_token, other.session.vision_token
@@ -247,8 +249,8 @@ async def test_vision_token_is_bound_to_its_session_and_device(
     ):
         response = await client.post(URL_VISION, data=photo_form(), headers=headers)
         assert response.status == 401
-    assert runtime.data.last_photo is None
-    assert other.data.last_photo is None
+    assert runtime.entry_data.last_photo is None
+    assert other.entry_data.last_photo is None
     # A vision token does not open the WebSocket either.
     with pytest.raises(WSServerHandshakeError) as err:
         await client.ws_connect(URL_WEBSOCKET, headers=bearer(token))
@@ -256,8 +258,8 @@ async def test_vision_token_is_bound_to_its_session_and_device(
 
     response = await client.post(URL_VISION, data=photo_form(), headers=bearer(token))
     assert response.status == 200
-    assert runtime.data.last_photo is not None
-    assert other.data.last_photo is None
+    assert runtime.entry_data.last_photo is not None
+    assert other.entry_data.last_photo is None
 
     # Replayed after a reconnect: the old session's token is dead.
     await first.disconnect()
@@ -269,7 +271,9 @@ async def test_vision_token_is_bound_to_its_session_and_device(
     assert runtime.session.vision_token != token
     response = await client.post(URL_VISION, data=photo_form(), headers=bearer(token))
     assert response.status == 401
-    result = await runtime.async_call_tool(PHOTO, {"question": "again?"})
+    result = await runtime.commands.async_call_tool(
+        PHOTO, {"question": "again?"}, check=False
+    )
     assert result.is_error is False
 
 
@@ -280,17 +284,17 @@ async def test_snapshot_url_works_once(
     client: TestClient[Any, Any],
 ) -> None:
     """The screen upload URL is single use and forgotten after the refresh."""
-    runtime: XiaozhiManager = init_integration.runtime_data
-    await runtime.async_refresh_screen()
-    assert runtime.data.screen is not None
-    first_picture = runtime.data.screen
+    runtime: XiaozhiRuntime = init_integration.runtime_data
+    await runtime.commands.async_refresh_screen()
+    assert runtime.entry_data.screen is not None
+    first_picture = runtime.entry_data.screen
     ((url, _quality),) = simulator.snapshots
 
     response = await client.post(relative_url(url), data=photo_form())
     assert response.status == 401
     response = await client.post(f"{URL_SNAPSHOT}/not-a-token", data=photo_form())
     assert response.status == 401
-    assert runtime.data.screen is first_picture
+    assert runtime.entry_data.screen is first_picture
 
 
 # --- secrets stay out of logs and diagnostics --------------------------------------
@@ -332,7 +336,7 @@ async def test_tokens_never_reach_logs_or_diagnostics(
         flow["flow_id"], {"code": code}
     )
     entry = result["result"]
-    runtime: XiaozhiManager = entry.runtime_data
+    runtime: XiaozhiRuntime = entry.runtime_data
     await wait_for_runtime(runtime, lambda d: d.connected)
     device_tokens = [entry.data[CONF_TOKEN]]
     vision_tokens: list[str] = []
@@ -340,11 +344,15 @@ async def test_tokens_never_reach_logs_or_diagnostics(
     async def use_the_device() -> None:
         assert runtime.session is not None
         vision_tokens.append(runtime.session.vision_token)
-        assert (await runtime.async_call_tool(VOLUME, {"volume": 44})).text == "true"
-        await runtime.async_refresh_status()
-        photo = await runtime.async_call_tool(PHOTO, {"question": "who is there?"})
+        assert (
+            await runtime.commands.async_call_tool(VOLUME, {"volume": 44}, check=False)
+        ).text == "true"
+        await runtime.session.refresh_status()
+        photo = await runtime.commands.async_call_tool(
+            PHOTO, {"question": "who is there?"}, check=False
+        )
         assert photo.is_error is False
-        await runtime.async_refresh_screen()
+        await runtime.commands.async_refresh_screen()
 
     await use_the_device()
     diagnostics = [await get_diagnostics_for_config_entry(hass, hass_client, entry)]

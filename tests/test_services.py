@@ -11,7 +11,7 @@ import pytest
 from pytest_homeassistant_custom_component.common import MockConfigEntry
 
 from custom_components.xiaozhi.const import DOMAIN
-from custom_components.xiaozhi.manager import XiaozhiManager
+from custom_components.xiaozhi.runtime import XiaozhiRuntime
 from simulator import TINY_JPEG, ImageResult, SimulatedDevice, ToolSpec, bool_tool
 
 from .conftest import TOKEN, WS_URL, wait_for_runtime
@@ -28,7 +28,7 @@ async def test_call_tool_response(
     hass: HomeAssistant, init_integration: MockConfigEntry, simulator: SimulatedDevice
 ) -> None:
     """The action answers with the parsed result."""
-    device_id = init_integration.runtime_data.data.device_id
+    device_id = init_integration.runtime_data.entry_data.device_id
     response = await call_tool(
         hass,
         device_id=device_id,
@@ -94,7 +94,7 @@ async def test_call_tool_validation(
     with pytest.raises(ServiceValidationError) as err:
         await call_tool(
             hass,
-            device_id=init_integration.runtime_data.data.device_id,
+            device_id=init_integration.runtime_data.entry_data.device_id,
             tool=tool,
             arguments=arguments,
         )
@@ -122,7 +122,7 @@ async def test_unknown_and_unloaded_devices(
         await call_tool(hass, device_id=foreign.id, tool="self.reboot")
     assert err.value.translation_key == "service_device_wrong_domain"
 
-    device_id = init_integration.runtime_data.data.device_id
+    device_id = init_integration.runtime_data.entry_data.device_id
     await hass.config_entries.async_unload(init_integration.entry_id)
     with pytest.raises(ServiceValidationError) as err:
         await call_tool(hass, device_id=device_id, tool="self.reboot")
@@ -133,7 +133,7 @@ async def test_disconnected_device(
     hass: HomeAssistant, init_integration: MockConfigEntry
 ) -> None:
     """A command for a device that is away is an error, not a silent drop."""
-    device_id = init_integration.runtime_data.data.device_id
+    device_id = init_integration.runtime_data.entry_data.device_id
     with pytest.raises(HomeAssistantError) as err:
         await call_tool(hass, device_id=device_id, tool="self.reboot")
     assert err.value.translation_key == "not_connected"
@@ -152,21 +152,24 @@ async def test_refresh(
     """Refresh reads the tools and the status again."""
     device = simulators(ws_url=WS_URL, token=TOKEN)
     await device.connect()
-    runtime: XiaozhiManager = init_integration.runtime_data
+    runtime: XiaozhiRuntime = init_integration.runtime_data
     await wait_for_runtime(runtime, lambda d: d.connected)
     device.tools.append(bool_tool())
     device.state.volume = 21
     await hass.services.async_call(
-        DOMAIN, "refresh", {"device_id": runtime.data.device_id}, blocking=True
+        DOMAIN, "refresh", {"device_id": runtime.entry_data.device_id}, blocking=True
     )
-    assert "self.led.set_enabled" in runtime.data.tools
-    assert runtime.data.status.raw["audio_speaker"]["volume"] == 21
+    assert "self.led.set_enabled" in runtime.entry_data.tools
+    assert runtime.entry_data.status.raw["audio_speaker"]["volume"] == 21
 
     device.faults.silent_methods = {"tools/list"}
     runtime.session.request_timeout = 0.05
     with pytest.raises(HomeAssistantError) as err:
         await hass.services.async_call(
-            DOMAIN, "refresh", {"device_id": runtime.data.device_id}, blocking=True
+            DOMAIN,
+            "refresh",
+            {"device_id": runtime.entry_data.device_id},
+            blocking=True,
         )
     assert err.value.translation_key == "timeout"
 
@@ -188,10 +191,10 @@ async def test_call_tool_returns_images(
         ],
     )
     await device.connect()
-    runtime: XiaozhiManager = init_integration.runtime_data
+    runtime: XiaozhiRuntime = init_integration.runtime_data
     await wait_for_runtime(runtime, lambda d: d.connected)
     response = await call_tool(
-        hass, device_id=runtime.data.device_id, tool="self.camera.thumbnail"
+        hass, device_id=runtime.entry_data.device_id, tool="self.camera.thumbnail"
     )
     ((image),) = response["images"]
     assert image["mime_type"] == "image/jpeg"
@@ -205,8 +208,8 @@ async def test_device_targets(
     second_entry: MockConfigEntry,
 ) -> None:
     """Both actions take device targets; a tool is called on one device only."""
-    first = init_integration.runtime_data.data.device_id
-    second = second_entry.runtime_data.data.device_id
+    first = init_integration.runtime_data.entry_data.device_id
+    second = second_entry.runtime_data.entry_data.device_id
     with pytest.raises(ServiceValidationError) as err:
         await call_tool(hass, device_id=[first, second], tool="self.reboot")
     assert err.value.translation_key == "one_device_only"
@@ -219,4 +222,4 @@ async def test_device_targets(
             DOMAIN, "refresh", {"device_id": [first, second]}, blocking=True
         )
     assert err.value.translation_key == "not_connected"
-    assert init_integration.runtime_data.data.status.volume == 31
+    assert init_integration.runtime_data.entry_data.status.volume == 31

@@ -15,9 +15,9 @@ import pytest
 from pytest_homeassistant_custom_component.common import MockConfigEntry
 
 from custom_components.xiaozhi.const import CONF_KEEPALIVE, CONF_TOKEN, DOMAIN
-from custom_components.xiaozhi.http import VISION_ANSWER
-from custom_components.xiaozhi.manager import XiaozhiManager
 from custom_components.xiaozhi.protocol import DeviceEvent
+from custom_components.xiaozhi.runtime import XiaozhiRuntime
+from custom_components.xiaozhi.transport.uploads import VISION_ANSWER
 from simulator import (
     TINY_JPEG,
     SimulatedDevice,
@@ -54,7 +54,7 @@ async def test_pair_then_connect(
     )
     entry = result["result"]
     await device.wait_connected()
-    runtime: XiaozhiManager = entry.runtime_data
+    runtime: XiaozhiRuntime = entry.runtime_data
     await wait_for_runtime(runtime, lambda d: d.connected)
 
     assert device.token == entry.data[CONF_TOKEN]
@@ -63,18 +63,18 @@ async def test_pair_then_connect(
     assert len(pages) >= 4  # 40 bulk tools + built-ins at ~8000 bytes a page
     assert all(page["params"]["withUserTools"] is True for page in pages)
     assert pages[0]["params"]["cursor"] == ""
-    assert len(runtime.data.tools) == len(device.tools)
-    assert {tool.name for tool in runtime.data.tools.values()} == {
+    assert len(runtime.entry_data.tools) == len(device.tools)
+    assert {tool.name for tool in runtime.entry_data.tools.values()} == {
         tool.name for tool in device.tools
     }
-    assert runtime.data.tools["self.reboot"].user_only is True
-    assert runtime.data.tools["self.audio_speaker.set_volume"].user_only is False
-    assert runtime.data.status.raw["audio_speaker"]["volume"] == 70
-    assert runtime.data.status.raw["battery"]["level"] == 85
-    assert runtime.data.board == "xiaozhi-sim"
-    assert runtime.data.firmware == "2.0.4"
-    assert runtime.data.link is not None
-    assert runtime.data.link.client_id == device.config.client_id
+    assert runtime.entry_data.tools["self.reboot"].user_only is True
+    assert runtime.entry_data.tools["self.audio_speaker.set_volume"].user_only is False
+    assert runtime.entry_data.status.raw["audio_speaker"]["volume"] == 70
+    assert runtime.entry_data.status.raw["battery"]["level"] == 85
+    assert runtime.entry_data.board == "xiaozhi-sim"
+    assert runtime.entry_data.firmware == "2.0.4"
+    assert runtime.entry_data.link is not None
+    assert runtime.entry_data.link.client_id == device.config.client_id
     initialize = next(r for r in device.mcp_requests if r["method"] == "initialize")
     vision = initialize["params"]["capabilities"]["vision"]
     assert vision["url"] == "http://192.168.1.10:8123/api/xiaozhi/v1/vision"
@@ -94,20 +94,24 @@ async def test_call_tool_results(
     """Every result shape comes back parsed; bad arguments never reach the device."""
     device = simulators(ws_url=WS_URL, token=TOKEN, extra_tools=SIMPLE_TOOLS)
     await device.connect()
-    runtime: XiaozhiManager = init_integration.runtime_data
+    runtime: XiaozhiRuntime = init_integration.runtime_data
     await wait_for_runtime(runtime, lambda d: d.connected)
 
-    result = await runtime.async_call_tool(
-        "self.audio_speaker.set_volume", {"volume": 33}
+    result = await runtime.commands.async_call_tool(
+        "self.audio_speaker.set_volume", {"volume": 33}, check=False
     )
     assert (result.is_error, result.text, result.json) == (False, "true", True)
     assert device.state.volume == 33
 
-    result = await runtime.async_call_tool("self.get_device_status")
+    result = await runtime.commands.async_call_tool(
+        "self.get_device_status", check=False
+    )
     assert result.json["audio_speaker"] == {"volume": 33}
 
     # The firmware answers an unknown theme with "false", not an error.
-    result = await runtime.async_call_tool("self.screen.set_theme", {"theme": "blue"})
+    result = await runtime.commands.async_call_tool(
+        "self.screen.set_theme", {"theme": "blue"}, check=False
+    )
     assert (result.is_error, result.json) == (False, False)
 
     # A device-side failure (firmware: error without code), past our checks.
@@ -124,16 +128,22 @@ async def test_call_tool_results(
 
     calls_before = len(device.calls)
     with pytest.raises(ServiceValidationError) as err:
-        await runtime.async_call_tool("self.audio_speaker.set_volume", {"volume": 101})
+        await runtime.commands.async_call_tool(
+            "self.audio_speaker.set_volume", {"volume": 101}, check=False
+        )
     assert err.value.translation_key == "out_of_range"
     with pytest.raises(ServiceValidationError) as err:
-        await runtime.async_call_tool("self.light.set_rgb", {"r": 1, "g": 2})
+        await runtime.commands.async_call_tool(
+            "self.light.set_rgb", {"r": 1, "g": 2}, check=False
+        )
     assert err.value.translation_key == "missing_argument"
     with pytest.raises(ServiceValidationError) as err:
-        await runtime.async_call_tool("self.led.set_enabled", {"enabled": "yes"})
+        await runtime.commands.async_call_tool(
+            "self.led.set_enabled", {"enabled": "yes"}, check=False
+        )
     assert err.value.translation_key == "invalid_type"
     with pytest.raises(ServiceValidationError) as err:
-        await runtime.async_call_tool("self.nope")
+        await runtime.commands.async_call_tool("self.nope", check=False)
     assert err.value.translation_key == "unknown_tool"
     assert len(device.calls) == calls_before
 
@@ -146,7 +156,7 @@ async def test_other_implementation_errors(
     """Errors with codes and isError results are understood too."""
     device = simulators(ws_url=WS_URL, token=TOKEN, other_implementation=True)
     await device.connect()
-    runtime: XiaozhiManager = init_integration.runtime_data
+    runtime: XiaozhiRuntime = init_integration.runtime_data
     await wait_for_runtime(runtime, lambda d: d.connected)
 
     assert runtime.session is not None
@@ -172,7 +182,7 @@ async def test_invalid_json_error_frame(
     hass: HomeAssistant, init_integration: MockConfigEntry, simulator: SimulatedDevice
 ) -> None:
     """The firmware's unescaped error frame fails the call with its message."""
-    runtime: XiaozhiManager = init_integration.runtime_data
+    runtime: XiaozhiRuntime = init_integration.runtime_data
     simulator.faults.invalid_error_json = True
     assert runtime.session is not None
     started = time.monotonic()
@@ -188,19 +198,19 @@ async def test_silent_device_times_out(
     hass: HomeAssistant, init_integration: MockConfigEntry, simulator: SimulatedDevice
 ) -> None:
     """A device that never answers makes the call time out, nothing hangs."""
-    runtime: XiaozhiManager = init_integration.runtime_data
+    runtime: XiaozhiRuntime = init_integration.runtime_data
     simulator.faults.silent = True
     with pytest.raises(HomeAssistantError) as err:
-        await runtime.async_call_tool(
-            "self.audio_speaker.set_volume", {"volume": 10}, timeout=0.05
+        await runtime.commands.async_call_tool(
+            "self.audio_speaker.set_volume", {"volume": 10}, timeout=0.05, check=False
         )
     assert err.value.translation_key == "timeout"
     assert runtime.session is not None
     assert runtime.session.mcp.pending_count == 0
     # The device talks again: the session is still usable.
     simulator.faults.silent = False
-    result = await runtime.async_call_tool(
-        "self.audio_speaker.set_volume", {"volume": 11}
+    result = await runtime.commands.async_call_tool(
+        "self.audio_speaker.set_volume", {"volume": 11}, check=False
     )
     assert result.text == "true"
 
@@ -209,16 +219,20 @@ async def test_drop_mid_call_fails_fast(
     hass: HomeAssistant, init_integration: MockConfigEntry, simulator: SimulatedDevice
 ) -> None:
     """A link that drops during a call fails the call at once."""
-    runtime: XiaozhiManager = init_integration.runtime_data
+    runtime: XiaozhiRuntime = init_integration.runtime_data
     simulator.faults.drop_on_call = {"self.audio_speaker.set_volume"}
     started = time.monotonic()
     with pytest.raises(HomeAssistantError) as err:
-        await runtime.async_call_tool("self.audio_speaker.set_volume", {"volume": 10})
+        await runtime.commands.async_call_tool(
+            "self.audio_speaker.set_volume", {"volume": 10}, check=False
+        )
     assert time.monotonic() - started < 1
     assert err.value.translation_key == "connection_lost"
     await wait_for_runtime(runtime, lambda d: d.session is None)
     with pytest.raises(HomeAssistantError) as err:
-        await runtime.async_call_tool("self.audio_speaker.set_volume", {"volume": 10})
+        await runtime.commands.async_call_tool(
+            "self.audio_speaker.set_volume", {"volume": 10}, check=False
+        )
     assert err.value.translation_key == "not_connected"
 
 
@@ -226,11 +240,13 @@ async def test_duplicate_and_wrong_id_replies(
     hass: HomeAssistant, init_integration: MockConfigEntry, simulator: SimulatedDevice
 ) -> None:
     """Replies are matched by id: duplicates are dropped, strays ignored."""
-    runtime: XiaozhiManager = init_integration.runtime_data
+    runtime: XiaozhiRuntime = init_integration.runtime_data
     simulator.faults.duplicate_replies = True
     results = await asyncio.gather(
         *(
-            runtime.async_call_tool("self.audio_speaker.set_volume", {"volume": v})
+            runtime.commands.async_call_tool(
+                "self.audio_speaker.set_volume", {"volume": v}, check=False
+            )
             for v in (1, 2, 3)
         )
     )
@@ -238,8 +254,8 @@ async def test_duplicate_and_wrong_id_replies(
     simulator.faults.duplicate_replies = False
     simulator.faults.reply_id_offset = 1000
     with pytest.raises(HomeAssistantError):
-        await runtime.async_call_tool(
-            "self.audio_speaker.set_volume", {"volume": 4}, timeout=0.1
+        await runtime.commands.async_call_tool(
+            "self.audio_speaker.set_volume", {"volume": 4}, timeout=0.1, check=False
         )
     assert runtime.connected
 
@@ -251,11 +267,13 @@ async def test_replaced_by_new_connection(
     simulators: Callable[..., SimulatedDevice],
 ) -> None:
     """A second authenticated connection replaces the first one."""
-    runtime: XiaozhiManager = init_integration.runtime_data
+    runtime: XiaozhiRuntime = init_integration.runtime_data
     first_session = runtime.session
     simulator.faults.silent = True
     pending = asyncio.ensure_future(
-        runtime.async_call_tool("self.audio_speaker.set_volume", {"volume": 5})
+        runtime.commands.async_call_tool(
+            "self.audio_speaker.set_volume", {"volume": 5}, check=False
+        )
     )
     await simulator.wait_for(lambda: len(simulator.mcp_requests) > 0)
 
@@ -268,8 +286,8 @@ async def test_replaced_by_new_connection(
     await wait_for_runtime(
         runtime, lambda d: d.connected and d.session is not first_session
     )
-    result = await runtime.async_call_tool(
-        "self.audio_speaker.set_volume", {"volume": 6}
+    result = await runtime.commands.async_call_tool(
+        "self.audio_speaker.set_volume", {"volume": 6}, check=False
     )
     assert result.text == "true"
     assert second.state.volume == 6
@@ -297,7 +315,7 @@ async def test_reconfigure_rotates_token(
     """A new token reaches the device through a restart and its OTA check."""
     device = simulators(ota_url=OTA_URL)
     device.start()
-    runtime: XiaozhiManager = init_integration.runtime_data
+    runtime: XiaozhiRuntime = init_integration.runtime_data
     await wait_for_runtime(runtime, lambda d: d.connected)
     assert device.token == TOKEN
 
@@ -321,7 +339,7 @@ async def test_events_and_malformed_input(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """Device messages become events; garbage is logged and the session goes on."""
-    runtime: XiaozhiManager = init_integration.runtime_data
+    runtime: XiaozhiRuntime = init_integration.runtime_data
     events: list[DeviceEvent] = []
     got = asyncio.Event()
 
@@ -329,7 +347,7 @@ async def test_events_and_malformed_input(
         events.append(event)
         got.set()
 
-    runtime.data.async_subscribe_events(listener)
+    runtime.entry_data.async_subscribe_events(listener)
 
     await simulator.send_raw("this is not JSON")
     await simulator.send_raw('{"type": 5}')
@@ -369,8 +387,8 @@ async def test_events_and_malformed_input(
     assert runtime.session is not None
     assert runtime.session.audio_frames == 4
     assert "Ignoring malformed frame" in caplog.text
-    result = await runtime.async_call_tool(
-        "self.audio_speaker.set_volume", {"volume": 9}
+    result = await runtime.commands.async_call_tool(
+        "self.audio_speaker.set_volume", {"volume": 9}, check=False
     )
     assert result.text == "true"
 
@@ -381,8 +399,8 @@ async def test_keepalive_holds_idle_device(
     simulators: Callable[..., SimulatedDevice],
 ) -> None:
     """Keep-alive traffic stops the device's idle timer from closing the link."""
-    runtime: XiaozhiManager = init_integration.runtime_data
-    with patch("custom_components.xiaozhi.manager.KEEPALIVE_INTERVAL", 0.05):
+    runtime: XiaozhiRuntime = init_integration.runtime_data
+    with patch("custom_components.xiaozhi.runtime.KEEPALIVE_INTERVAL", 0.05):
         device = simulators(ws_url=WS_URL, token=TOKEN, idle_timeout=0.3)
         await device.connect()
         await wait_for_runtime(runtime, lambda d: d.connected)
@@ -406,7 +424,7 @@ async def test_keepalive_off_respects_idle_close(
     hass.config_entries.async_update_entry(
         init_integration, options={CONF_KEEPALIVE: False}
     )
-    runtime: XiaozhiManager = init_integration.runtime_data
+    runtime: XiaozhiRuntime = init_integration.runtime_data
     device = simulators(ws_url=WS_URL, token=TOKEN, idle_timeout=0.2)
     await device.connect()
     await wait_for_runtime(runtime, lambda d: d.connected)
@@ -425,9 +443,9 @@ async def test_options_apply_to_live_link(
     hass: HomeAssistant, init_integration: MockConfigEntry, simulator: SimulatedDevice
 ) -> None:
     """Turning keep-alive on for a live link starts it without reconnecting."""
-    runtime: XiaozhiManager = init_integration.runtime_data
+    runtime: XiaozhiRuntime = init_integration.runtime_data
     session = runtime.session
-    with patch("custom_components.xiaozhi.manager.KEEPALIVE_INTERVAL", 0.05):
+    with patch("custom_components.xiaozhi.runtime.KEEPALIVE_INTERVAL", 0.05):
         hass.config_entries.async_update_entry(
             init_integration, options={CONF_KEEPALIVE: False, "call_timeout": 7}
         )
@@ -450,9 +468,9 @@ async def test_device_without_mcp(
     """An old device without MCP still connects and sends events."""
     device = simulators(ws_url=WS_URL, token=TOKEN, features=False)
     await device.connect()
-    runtime: XiaozhiManager = init_integration.runtime_data
+    runtime: XiaozhiRuntime = init_integration.runtime_data
     await wait_for_runtime(runtime, lambda d: d.connected)
-    assert runtime.data.tools == {}
+    assert runtime.entry_data.tools == {}
     assert device.mcp_requests == []
 
 
@@ -462,7 +480,7 @@ async def test_hello_timeout(
     client: TestClient[Any, Any],
 ) -> None:
     """A socket that never says hello is closed."""
-    with patch("custom_components.xiaozhi.manager.HELLO_TIMEOUT", 0.05):
+    with patch("custom_components.xiaozhi.runtime.HELLO_TIMEOUT", 0.05):
         ws = await client.ws_connect(
             "/api/xiaozhi/v1/",
             headers={
@@ -485,14 +503,14 @@ async def test_vision_upload(
     """A photo goes to Home Assistant; its answer goes back to the caller."""
     device = simulators(ws_url=WS_URL, token=TOKEN, camera=True)
     await device.connect()
-    runtime: XiaozhiManager = init_integration.runtime_data
+    runtime: XiaozhiRuntime = init_integration.runtime_data
     await wait_for_runtime(runtime, lambda d: d.connected)
-    result = await runtime.async_call_tool(
-        "self.camera.take_photo", {"question": "What is on the table?"}
+    result = await runtime.commands.async_call_tool(
+        "self.camera.take_photo", {"question": "What is on the table?"}, check=False
     )
     assert result.is_error is False
     assert result.text == VISION_ANSWER
-    photo = runtime.data.last_photo
+    photo = runtime.entry_data.last_photo
     assert photo is not None
     assert photo.content == TINY_JPEG
     assert photo.question == "What is on the table?"
@@ -544,10 +562,12 @@ async def test_unload_and_stop_with_connected_device(
     hass: HomeAssistant, init_integration: MockConfigEntry, simulator: SimulatedDevice
 ) -> None:
     """Unloading closes the link cleanly; pending calls fail at once."""
-    runtime: XiaozhiManager = init_integration.runtime_data
+    runtime: XiaozhiRuntime = init_integration.runtime_data
     simulator.faults.silent = True
     pending = asyncio.ensure_future(
-        runtime.async_call_tool("self.audio_speaker.set_volume", {"volume": 5})
+        runtime.commands.async_call_tool(
+            "self.audio_speaker.set_volume", {"volume": 5}, check=False
+        )
     )
     await simulator.wait_for(lambda: len(simulator.mcp_requests) > 0)
     assert await hass.config_entries.async_unload(init_integration.entry_id)

@@ -10,6 +10,7 @@ import asyncio
 from collections.abc import AsyncIterator, Callable
 import dataclasses
 import gc
+from http import HTTPStatus
 import itertools
 import json
 import logging
@@ -39,9 +40,10 @@ from custom_components.xiaozhi.const import (
     URL_VISION,
     URL_WEBSOCKET,
 )
-from custom_components.xiaozhi.manager import XiaozhiManager
+from custom_components.xiaozhi.domain_data import DATA_KEY
 from custom_components.xiaozhi.protocol import CloseReason, DeviceEvent, DeviceSession
 from custom_components.xiaozhi.protocol.messages import MAX_DEPTH
+from custom_components.xiaozhi.runtime import XiaozhiRuntime
 from simulator import TINY_JPEG, DeviceConnectionError, SimulatedDevice
 from simulator.cli import client_id_for
 from tests.conftest import (
@@ -92,12 +94,14 @@ async def open_raw_link(
 
 
 async def reconnect_and_call(
-    simulator: SimulatedDevice, runtime: XiaozhiManager, volume: int
+    simulator: SimulatedDevice, runtime: XiaozhiRuntime, volume: int
 ) -> None:
     """Connect the device again and prove a tool call works end to end."""
     await simulator.connect()
     await wait_for_runtime(runtime, lambda d: d.connected)
-    assert (await runtime.async_call_tool(VOLUME, {"volume": volume})).text == "true"
+    assert (
+        await runtime.commands.async_call_tool(VOLUME, {"volume": volume}, check=False)
+    ).text == "true"
 
 
 def integration_tasks() -> list[asyncio.Task[Any]]:
@@ -127,9 +131,11 @@ async def test_drop_mid_call_fails_within_100_ms(
     hass: HomeAssistant, init_integration: MockConfigEntry, simulator: SimulatedDevice
 ) -> None:
     """Once the link drops, a call waiting for an answer fails at once."""
-    runtime: XiaozhiManager = init_integration.runtime_data
+    runtime: XiaozhiRuntime = init_integration.runtime_data
     simulator.faults.silent = True
-    call = asyncio.ensure_future(runtime.async_call_tool(VOLUME, {"volume": 10}))
+    call = asyncio.ensure_future(
+        runtime.commands.async_call_tool(VOLUME, {"volume": 10}, check=False)
+    )
     await simulator.wait_for(lambda: bool(tool_calls(simulator, VOLUME)))
 
     started = time.monotonic()
@@ -151,21 +157,23 @@ async def test_silent_device_times_out_and_nothing_stays_pending(
     hass: HomeAssistant, init_integration: MockConfigEntry, simulator: SimulatedDevice
 ) -> None:
     """Calls and listings time out; nothing hangs; the link is kept."""
-    runtime: XiaozhiManager = init_integration.runtime_data
+    runtime: XiaozhiRuntime = init_integration.runtime_data
     session = runtime.session
     assert session is not None
     simulator.faults.silent = True
     async with asyncio.timeout(5):
         outcomes = await asyncio.gather(
             *(
-                runtime.async_call_tool(VOLUME, {"volume": volume}, timeout=0.05)
+                runtime.commands.async_call_tool(
+                    VOLUME, {"volume": volume}, timeout=0.05, check=False
+                )
                 for volume in range(5)
             ),
             return_exceptions=True,
         )
         session.request_timeout = 0.05
         with pytest.raises(HomeAssistantError) as err:
-            await runtime.async_refresh()
+            await runtime.commands.async_refresh()
     assert all(
         isinstance(outcome, HomeAssistantError) and outcome.translation_key == "timeout"
         for outcome in outcomes
@@ -175,7 +183,7 @@ async def test_silent_device_times_out_and_nothing_stays_pending(
     assert len(tool_calls(simulator, VOLUME)) == 5
 
     simulator.faults.silent = False
-    result = await runtime.async_call_tool(VOLUME, {"volume": 12})
+    result = await runtime.commands.async_call_tool(VOLUME, {"volume": 12}, check=False)
     assert result.text == "true"
     assert runtime.session is session
     assert session.mcp.pending_count == 0
@@ -189,12 +197,14 @@ async def test_second_answer_to_one_request_is_ignored(
 ) -> None:
     """The first reply wins; a second one, same or different, changes nothing."""
     caplog.set_level(logging.DEBUG, logger="custom_components.xiaozhi.protocol")
-    runtime: XiaozhiManager = init_integration.runtime_data
+    runtime: XiaozhiRuntime = init_integration.runtime_data
     assert runtime.session is not None
 
     # Different replies to one id, sent by hand.
     simulator.faults.silent = True
-    call = asyncio.ensure_future(runtime.async_call_tool(VOLUME, {"volume": 13}))
+    call = asyncio.ensure_future(
+        runtime.commands.async_call_tool(VOLUME, {"volume": 13}, check=False)
+    )
     await simulator.wait_for(lambda: bool(tool_calls(simulator, VOLUME)))
     request_id = tool_calls(simulator, VOLUME)[-1]["id"]
     for reply in (
@@ -212,12 +222,16 @@ async def test_second_answer_to_one_request_is_ignored(
     simulator.faults.silent = False
     simulator.faults.duplicate_replies = True
     caplog.clear()
-    volume = await runtime.async_call_tool(VOLUME, {"volume": 31})
-    theme = await runtime.async_call_tool("self.screen.set_theme", {"theme": "dark"})
-    status = await runtime.async_call_tool(STATUS)
+    volume = await runtime.commands.async_call_tool(VOLUME, {"volume": 31}, check=False)
+    theme = await runtime.commands.async_call_tool(
+        "self.screen.set_theme", {"theme": "dark"}, check=False
+    )
+    status = await runtime.commands.async_call_tool(STATUS, check=False)
     simulator.faults.duplicate_replies = False
     # One more round trip: every duplicate before it has been read.
-    assert (await runtime.async_call_tool(VOLUME, {"volume": 32})).text == "true"
+    assert (
+        await runtime.commands.async_call_tool(VOLUME, {"volume": 32}, check=False)
+    ).text == "true"
 
     assert (volume.text, theme.text) == ("true", "true")
     assert status.json["audio_speaker"]["volume"] == 31
@@ -241,7 +255,7 @@ async def test_ten_megabyte_frame_closes_the_link_and_the_device_comes_back(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """A frame over the limit ends the link with a log line; nothing else."""
-    runtime: XiaozhiManager = init_integration.runtime_data
+    runtime: XiaozhiRuntime = init_integration.runtime_data
     frame = json.dumps({"type": "listen", "state": "detect", "text": "x" * 10_000_000})
     await simulator.send_raw(frame)
     await simulator.wait_disconnected()
@@ -259,11 +273,11 @@ async def test_garbage_frames_are_dropped_and_the_link_stays(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """Binary garbage is counted, text garbage logged; the device keeps working."""
-    runtime: XiaozhiManager = init_integration.runtime_data
+    runtime: XiaozhiRuntime = init_integration.runtime_data
     session = runtime.session
     assert session is not None
     events: list[DeviceEvent] = []
-    runtime.data.async_subscribe_events(events.append)
+    runtime.entry_data.async_subscribe_events(events.append)
     rng = random.Random(20240612)  # noqa: S311 - reproducible garbage
 
     garbage = [rng.randbytes(size) for size in (1, 7, 16, 4096, 65_536, 1_000_000)]
@@ -280,7 +294,7 @@ async def test_garbage_frames_are_dropped_and_the_link_stays(
     ):
         await simulator.send_raw(text)
     await simulator.send_listen("detect", text="still here")
-    await wait_for_runtime(runtime, lambda d: d.data.activity == "listening")
+    await wait_for_runtime(runtime, lambda d: d.entry_data.activity == "listening")
 
     assert runtime.session is session
     assert session.audio_frames == len(garbage)
@@ -288,7 +302,9 @@ async def test_garbage_frames_are_dropped_and_the_link_stays(
     # Only the wake word came through; frames too deep to store were dropped.
     assert [event.type for event in events] == ["wake_word"]
     assert "Ignoring malformed frame" in caplog.text
-    assert (await runtime.async_call_tool(VOLUME, {"volume": 15})).text == "true"
+    assert (
+        await runtime.commands.async_call_tool(VOLUME, {"volume": 15}, check=False)
+    ).text == "true"
 
 
 async def test_invalid_utf8_text_frame_closes_the_link(
@@ -298,7 +314,7 @@ async def test_invalid_utf8_text_frame_closes_the_link(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """A text frame that is not UTF-8 ends the link; the device reconnects."""
-    runtime: XiaozhiManager = init_integration.runtime_data
+    runtime: XiaozhiRuntime = init_integration.runtime_data
     ws = simulator._ws
     assert ws is not None
     await ws.send_frame(b'{"type":"listen","text":"\xff\xfe"}', WSMsgType.TEXT)
@@ -326,9 +342,9 @@ async def test_odd_status_shapes_do_not_break_entities(
         for tool in device.tools
     ]
     await device.connect()
-    runtime: XiaozhiManager = init_integration.runtime_data
+    runtime: XiaozhiRuntime = init_integration.runtime_data
     await wait_for_runtime(runtime, lambda d: d.connected)
-    assert runtime.data.status.raw == odd
+    assert runtime.entry_data.status.raw == odd
 
     registry = er.async_get(hass)
     volume = registry.async_get_entity_id("number", "xiaozhi", f"{MAC}-volume")
@@ -338,7 +354,7 @@ async def test_odd_status_shapes_do_not_break_entities(
         "number", "set_value", {ATTR_ENTITY_ID: volume, "value": 40}, blocking=True
     )
     assert device.state.volume == 40
-    assert runtime.data.status.raw["audio_speaker"] == {"volume": 40}
+    assert runtime.entry_data.status.raw["audio_speaker"] == {"volume": 40}
     assert hass.states.get(volume).state == "40"
 
 
@@ -346,20 +362,22 @@ async def test_unencodable_arguments_fail_cleanly(
     hass: HomeAssistant, init_integration: MockConfigEntry, simulator: SimulatedDevice
 ) -> None:
     """Arguments JSON cannot carry give a clear error and the link stays."""
-    runtime: XiaozhiManager = init_integration.runtime_data
+    runtime: XiaozhiRuntime = init_integration.runtime_data
     session = runtime.session
     with pytest.raises(HomeAssistantError) as err:
-        await runtime.async_call_tool(
-            "self.screen.set_theme", {"theme": "unpaired \ud800"}
+        await runtime.commands.async_call_tool(
+            "self.screen.set_theme", {"theme": "unpaired \ud800"}, check=False
         )
     assert err.value.translation_key == "device_error"
     with pytest.raises(HomeAssistantError) as err:
-        await runtime.async_call_tool(VOLUME, {"volume": 2**64})
+        await runtime.commands.async_call_tool(VOLUME, {"volume": 2**64}, check=False)
     assert err.value.translation_key == "out_of_range"
     assert runtime.session is session
     assert session is not None
     assert session.mcp.pending_count == 0
-    assert (await runtime.async_call_tool(VOLUME, {"volume": 17})).text == "true"
+    assert (
+        await runtime.commands.async_call_tool(VOLUME, {"volume": 17}, check=False)
+    ).text == "true"
 
 
 # --- many connections ----------------------------------------------------------
@@ -399,7 +417,7 @@ async def test_thousand_connect_cycles_leave_nothing_behind(
     loop = asyncio.get_running_loop()
     debug = loop.get_debug()
     loop.set_debug(False)
-    runtime: XiaozhiManager = init_integration.runtime_data
+    runtime: XiaozhiRuntime = init_integration.runtime_data
     url = client.make_url(URL_WEBSOCKET)
 
     async def cycle(http: ClientSession) -> None:
@@ -447,7 +465,7 @@ async def test_second_device_with_one_mac_replaces_the_first(
     client: TestClient[Any, Any],
 ) -> None:
     """The newcomer wins; the first link is closed with a reason, its calls fail."""
-    runtime: XiaozhiManager = init_integration.runtime_data
+    runtime: XiaozhiRuntime = init_integration.runtime_data
     first = await open_raw_link(client)
     await wait_for_runtime(runtime, lambda d: d.connected)
     first_session = runtime.session
@@ -481,14 +499,16 @@ async def test_token_change_ends_the_link_and_the_old_token(
     client: TestClient[Any, Any],
 ) -> None:
     """Reconfiguring a connected device closes its link; the old token is dead."""
-    runtime: XiaozhiManager = init_integration.runtime_data
+    runtime: XiaozhiRuntime = init_integration.runtime_data
     device = simulators(ws_url=WS_URL, token=TOKEN, user_tools=False)
     await device.connect()
     await wait_for_runtime(runtime, lambda d: d.connected)
     old_session = runtime.session
     assert old_session is not None
     device.faults.silent = True
-    pending = asyncio.ensure_future(runtime.async_call_tool(VOLUME, {"volume": 5}))
+    pending = asyncio.ensure_future(
+        runtime.commands.async_call_tool(VOLUME, {"volume": 5}, check=False)
+    )
     await device.wait_for(lambda: bool(tool_calls(device, VOLUME)))
 
     result = await init_integration.start_reconfigure_flow(hass)
@@ -517,7 +537,9 @@ async def test_token_change_ends_the_link_and_the_old_token(
     device.faults.silent = False
     await device.connect(token=new_token)
     await wait_for_runtime(runtime, lambda d: d.connected)
-    assert (await runtime.async_call_tool(VOLUME, {"volume": 18})).text == "true"
+    assert (
+        await runtime.commands.async_call_tool(VOLUME, {"volume": 18}, check=False)
+    ).text == "true"
 
 
 # --- reload and shutdown --------------------------------------------------------
@@ -527,7 +549,7 @@ async def test_reload_with_a_connected_device(
     hass: HomeAssistant, init_integration: MockConfigEntry, simulator: SimulatedDevice
 ) -> None:
     """A reload closes the link cleanly; the device reconnects to the new runtime."""
-    old_runtime: XiaozhiManager = init_integration.runtime_data
+    old_runtime: XiaozhiRuntime = init_integration.runtime_data
     old_session = old_runtime.session
     assert old_session is not None
     assert await hass.config_entries.async_reload(init_integration.entry_id)
@@ -537,7 +559,7 @@ async def test_reload_with_a_connected_device(
     assert old_session.closed
     assert old_runtime.session is None
 
-    runtime: XiaozhiManager = init_integration.runtime_data
+    runtime: XiaozhiRuntime = init_integration.runtime_data
     assert runtime is not old_runtime
     await reconnect_and_call(simulator, runtime, 19)
     entry = hass.config_entries.async_entry_for_domain_unique_id(DOMAIN, MAC)
@@ -556,9 +578,11 @@ async def test_stop_with_devices_connected_leaves_nothing_running(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """Shutdown closes every link and leaves no task, socket or warning."""
-    runtime: XiaozhiManager = init_integration.runtime_data
+    runtime: XiaozhiRuntime = init_integration.runtime_data
     simulator.faults.silent = True
-    pending = asyncio.ensure_future(runtime.async_call_tool(VOLUME, {"volume": 5}))
+    pending = asyncio.ensure_future(
+        runtime.commands.async_call_tool(VOLUME, {"volume": 5}, check=False)
+    )
     await simulator.wait_for(lambda: bool(tool_calls(simulator, VOLUME)))
     # A second socket that has not said hello yet: its session waits for it.
     silent_socket = await client.ws_connect(URL_WEBSOCKET, headers=WS_HEADERS)
@@ -653,16 +677,24 @@ def _multipart(rng: random.Random, boundary: str) -> bytes:
     return body
 
 
+FLOODER = "10.0.0.66"
+
+
 async def _flood(
     client: TestClient[Any, Any],
     rng: random.Random,
     vision_token: str,
     snapshot_tokens: AsyncIterator[str],
+    source: str,
 ) -> list[tuple[str, str, int]]:
-    """Send a few hundred bad requests; return (method, url, status) of each."""
+    """Send a few hundred bad requests from ``source`` (through the proxy).
+
+    Return (method, url, status) of each.
+    """
     statuses: list[tuple[str, str, int]] = []
 
     async def send(method: str, url: str, **kwargs: Any) -> None:
+        kwargs["headers"] = {**kwargs.get("headers", {}), "X-Forwarded-For": source}
         response = await client.request(method, url, **kwargs)
         await response.read()
         statuses.append((method, url, response.status))
@@ -750,15 +782,20 @@ async def _flood(
 @pytest.mark.filterwarnings("ignore::aiohttp.BadContentDispositionHeader")
 async def test_endpoints_refuse_a_flood_of_bad_requests(
     hass: HomeAssistant,
+    behind_proxy: None,
     init_integration: MockConfigEntry,
     simulator: SimulatedDevice,
     client: TestClient[Any, Any],
 ) -> None:
-    """Hundreds of bad requests: all 4xx, none 5xx; good ones still work after."""
-    runtime: XiaozhiManager = init_integration.runtime_data
+    """Hundreds of bad requests: all 4xx, none 5xx; good ones still work after.
+
+    The flooding address is shut out once it got too many credentials wrong;
+    the device, on its own address, is not.
+    """
+    runtime: XiaozhiRuntime = init_integration.runtime_data
     session: DeviceSession | None = runtime.session
     assert session is not None
-    uploads = runtime._uploads
+    uploads = runtime.uploads
     assert uploads is not None
 
     async def snapshot_tokens() -> AsyncIterator[str]:
@@ -771,12 +808,15 @@ async def test_endpoints_refuse_a_flood_of_bad_requests(
         random.Random(7),  # noqa: S311 - reproducible garbage
         session.vision_token,
         snapshot_tokens(),
+        FLOODER,
     )
     assert len(statuses) >= 300
     unexpected = [entry for entry in statuses if not 400 <= entry[2] < 500]
     assert unexpected == []
-    assert runtime.data.last_photo is None
-    assert runtime.data.screen is None
+    assert statuses[-1][2] == HTTPStatus.FORBIDDEN
+    assert hass.data[DATA_KEY].logins.blocked(FLOODER)
+    assert runtime.entry_data.last_photo is None
+    assert runtime.entry_data.screen is None
     assert list(hass.config_entries.flow.async_progress()) == []
 
     # Good requests still get through.
@@ -784,7 +824,9 @@ async def test_endpoints_refuse_a_flood_of_bad_requests(
     assert response.status == 200
     assert (await response.json())["websocket"]["token"] == TOKEN
     assert runtime.session is session
-    assert (await runtime.async_call_tool(VOLUME, {"volume": 20})).text == "true"
+    assert (
+        await runtime.commands.async_call_tool(VOLUME, {"volume": 20}, check=False)
+    ).text == "true"
     form = FormData()
     form.add_field("question", "q")
     form.add_field("file", TINY_JPEG, filename="camera.jpg", content_type="image/jpeg")
@@ -794,4 +836,4 @@ async def test_endpoints_refuse_a_flood_of_bad_requests(
         headers={"Authorization": f"Bearer {session.vision_token}", **IDENTITY},
     )
     assert response.status == 200
-    assert runtime.data.last_photo is not None
+    assert runtime.entry_data.last_photo is not None

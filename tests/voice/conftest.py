@@ -2,7 +2,9 @@
 
 from collections.abc import Callable, Generator
 from pathlib import Path
+from typing import Any
 
+from aiohttp.test_utils import TestClient
 from homeassistant.const import EVENT_STATE_CHANGED, STATE_UNAVAILABLE
 from homeassistant.core import Event, EventStateChangedData, HomeAssistant, callback
 from homeassistant.helpers import entity_registry as er
@@ -58,6 +60,18 @@ def went_unavailable(hass: HomeAssistant) -> Generator[list[str]]:
 @pytest.fixture
 async def setup_integration(voice: Voice, setup_integration: None) -> None:
     """Set the integration up after the engines: they make the default pipeline."""
+
+
+@pytest.fixture(autouse=True)
+async def _home_assistant_serves_its_media(
+    hass: HomeAssistant, client: TestClient[Any, Any]
+) -> None:
+    """Make Home Assistant's own URLs (media, the chime) reach its test server.
+
+    Announcement media is fetched over HTTP like any other media; in tests
+    Home Assistant's web server is the test client's.
+    """
+    hass.config.internal_url = str(client.make_url("/")).rstrip("/")
 
 
 @pytest.fixture

@@ -57,6 +57,8 @@ class FakeSTT(stt.SpeechToTextEntity):
         self.calls = 0
         self.quiet_after = 0.5
         self.max_seconds = 10.0
+        # When each transcript was handed to the pipeline (loop time).
+        self.answered_at: list[float] = []
         self.delay = 0.0
 
     @property
@@ -110,6 +112,7 @@ class FakeSTT(stt.SpeechToTextEntity):
         if self.delay:
             await asyncio.sleep(self.delay)
         text = self.text(bytes(self.received)) if callable(self.text) else self.text
+        self.answered_at.append(asyncio.get_running_loop().time())
         return stt.SpeechResult(text, stt.SpeechResultState.SUCCESS)
 
 
@@ -129,6 +132,8 @@ class FakeTTS(tts.TextToSpeechEntity):
         self.fail = False
         self.break_midway: Exception | None = None  # raised after the first half
         self.gate: asyncio.Event | None = None
+        # When each stream handed out its first bytes (loop time).
+        self.first_chunk_at: list[float] = []
 
     async def async_get_tts_audio(
         self, message: str, language: str, options: dict[str, Any]
@@ -150,8 +155,11 @@ class FakeTTS(tts.TextToSpeechEntity):
         gate = self.gate
         broken = self.break_midway
 
+        first_chunks = self.first_chunk_at
+
         async def chunks() -> AsyncIterator[bytes]:
             middle = len(data) // 2
+            first_chunks.append(asyncio.get_running_loop().time())
             yield data[:middle]
             if broken is not None:
                 raise broken

@@ -226,7 +226,7 @@ async def test_question_to_push_to_talk_is_refused(
     await talker.send_listen("start", "manual")
     await talker.send_listen("stop")
     await wait_for_runtime(
-        init_integration.runtime_data, lambda m: m.listen_mode == "manual"
+        init_integration.runtime_data, lambda m: m.entry_data.listen_mode == "manual"
     )
     with pytest.raises(HomeAssistantError) as err:
         await hass.services.async_call(
@@ -248,7 +248,7 @@ async def test_timers_show_and_finish(
     """A timer set for the device shows on it; when it ends it is said and fired."""
     voice.tts.seconds = 0.3
     await connected(talker, init_integration)
-    device_id = init_integration.runtime_data.data.device_id
+    device_id = init_integration.runtime_data.entry_data.device_id
     events = async_capture_events(hass, EVENT_XIAOZHI)
     await intent.async_handle(
         hass,
@@ -279,10 +279,10 @@ async def test_timer_finishing_while_away_still_fires(
     hass: HomeAssistant, voice: Voice, init_integration: MockConfigEntry
 ) -> None:
     """The device is away: nothing to show, the event fires all the same."""
-    device_id = init_integration.runtime_data.data.device_id
+    device_id = init_integration.runtime_data.entry_data.device_id
     events = async_capture_events(hass, EVENT_XIAOZHI)
     finished = asyncio.Event()
-    init_integration.runtime_data.data.async_subscribe_events(
+    init_integration.runtime_data.entry_data.async_subscribe_events(
         lambda event: finished.set() if event.type == "timer_finished" else None
     )
     await intent.async_handle(

@@ -16,12 +16,16 @@ NOT_OPUS = [b"\xff" * 40, b"\x00", bytes(range(256)) * 3, b"\xfc\xff\xfe"]
 
 
 def voice_logs(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
-    """Return what the integration logged above debug about audio."""
+    """Return what the integration logged above debug about audio.
+
+    The device's first connection is logged, and is not about audio.
+    """
     return [
         record
         for record in caplog.records
         if record.name.startswith("custom_components.xiaozhi")
         and record.levelno > logging.DEBUG
+        and record.msg != "%s connected (%d tools, firmware %s)"
     ]
 
 

@@ -37,7 +37,7 @@ async def test_the_agent_gets_the_device_tools(
     await wait_for_runtime(runtime, lambda d: d.connected)
 
     api = await llm.async_get_api(
-        hass, llm.LLM_API_ASSIST, context(runtime.data.device_id)
+        hass, llm.LLM_API_ASSIST, context(runtime.entry_data.device_id)
     )
     names = {tool.name for tool in api.tools if tool.name.startswith("xiaozhi__")}
     assert names == {
@@ -105,7 +105,7 @@ async def test_the_device_is_an_assist_device(
     devices = (await client.receive_json())["result"]
     assert devices == [
         {
-            "device_id": init_integration.runtime_data.data.device_id,
+            "device_id": init_integration.runtime_data.entry_data.device_id,
             "pipeline_entity": "select.xiaozhi_xiaozhi_sim_ee_01_assistant",
         }
     ]

@@ -4,7 +4,8 @@ import asyncio
 from collections.abc import Callable
 import logging
 
-from homeassistant.core import HomeAssistant
+from homeassistant.const import EVENT_STATE_CHANGED
+from homeassistant.core import Event, EventStateChangedData, HomeAssistant, callback
 from homeassistant.helpers import entity_registry as er
 import pytest
 from pytest_homeassistant_custom_component.common import MockConfigEntry
@@ -118,14 +119,14 @@ async def test_reply_messages_in_order_and_paced(
     assert talker.close_reasons == ["server_closed"]
     runtime = init_integration.runtime_data
     await wait_for_runtime(runtime, lambda d: d.session is None)
-    assert runtime.data.expected_disconnect
+    assert runtime.entry_data.expected_disconnect
     volume = er.async_get(hass).async_get_entity_id("number", DOMAIN, f"{MAC}-volume")
     assert volume is not None
     assert hass.states.get(volume).state == "70"  # not unavailable
     await hass.async_block_till_done()
     assert went_unavailable == []  # not even for a moment
-    assert runtime.data.last_heard == "turn on the lights"
-    assert runtime.data.last_reply == "Sure, done 😊"
+    assert runtime.entry_data.last_heard == "turn on the lights"
+    assert runtime.entry_data.last_reply == "Sure, done 😊"
 
 
 async def test_tts_engine_failing_mid_reply_ends_the_turn(
@@ -292,9 +293,10 @@ async def test_device_gone_mid_turn(
     runtime = init_integration.runtime_data
     await wait_for_runtime(runtime, lambda d: d.session is None)
     await hass.async_block_till_done()
-    # Lost, not ended: with keep-alive on, that is unavailable.
-    assert hass.states.get(satellite_id(hass)).state == "unavailable"
-    assert not runtime.data.expected_disconnect
+    # A WebSocket device that hangs up is away as planned: the satellite goes
+    # idle (nobody is left listening or speaking) and stays available.
+    assert hass.states.get(satellite_id(hass)).state == "idle"
+    assert runtime.entry_data.expected_disconnect
 
     # Another phrase: the same one within 2 s is a duplicate wake-up.
     voice.tts.seconds = 0.3
@@ -400,3 +402,46 @@ async def test_the_wake_word_is_reported(
     answer = await client.receive_json()
     assert not answer["success"]
     assert "built into its firmware" in answer["error"]["message"]
+
+
+async def test_one_exchange_is_a_few_logbook_lines(
+    hass: HomeAssistant,
+    voice: Voice,
+    init_integration: MockConfigEntry,
+    talker: SimulatedDevice,
+) -> None:
+    """An exchange reads like a Voice PE's in the logbook, plus what woke it.
+
+    The logbook lists state changes (not attribute changes) of entities
+    without a unit; the satellite's four and the wake word's event remain.
+    """
+    voice.tts.seconds = 0.3
+    await talker.wake("你好小智", SPEECH)  # the first link learns the device
+    await closed(talker)
+    await wait_for_runtime(init_integration.runtime_data, lambda d: d.session is None)
+    await hass.async_block_till_done()
+    changes: list[tuple[str, str]] = []
+
+    @callback
+    def record(event: Event[EventStateChangedData]) -> None:
+        old, new = event.data["old_state"], event.data["new_state"]
+        if old is None or new is None or old.state == new.state:
+            return
+        if "unit_of_measurement" in new.attributes or "xiaozhi" not in new.entity_id:
+            return
+        changes.append((new.entity_id, new.state))
+
+    stop = hass.bus.async_listen(EVENT_STATE_CHANGED, record)
+    await talker.wake("Hi ESP", SPEECH)  # HA drops the same phrase within 2 s
+    await closed(talker, links=2)
+    await wait_for_runtime(init_integration.runtime_data, lambda d: d.session is None)
+    await hass.async_block_till_done()
+    stop()
+    assert [state for entity, state in changes if entity == satellite_id(hass)] == [
+        "listening",
+        "processing",
+        "responding",
+        "idle",
+    ]
+    # The wake word's event, and the wake word sensor (it changed here).
+    assert len(changes) == 6, changes

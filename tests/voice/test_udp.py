@@ -13,7 +13,9 @@ from homeassistant.helpers import intent
 import pytest
 from pytest_homeassistant_custom_component.common import MockConfigEntry
 
-from custom_components.xiaozhi.endpoints import MqttLink
+from custom_components.xiaozhi.protocol.firmware import plays_notify
+from custom_components.xiaozhi.runtime import XiaozhiRuntime
+from custom_components.xiaozhi.transport.mqtt import MqttLink
 from simulator import SimulatedDevice
 from simulator.voice import dominant_frequency, silence, tone
 from tests.conftest import LOOPBACK_OTA_URL, wait_for_runtime
@@ -21,6 +23,11 @@ from tests.voice.conftest import Voice, satellite_id
 from tests.voice.test_turn import FRAME, SPEECH, loud_seconds
 
 pytestmark = pytest.mark.mqtt_endpoint
+
+
+def audio_open(runtime: XiaozhiRuntime) -> bool:
+    """Return True while the device's conversation audio is open."""
+    return runtime.session is not None and runtime.session.audio_open
 
 
 @pytest.fixture
@@ -49,7 +56,7 @@ async def test_turn_over_udp_ends_with_goodbye(
 ) -> None:
     """The tone reaches speech-to-text, the reply plays whole, MQTT stays up."""
     voice.tts.seconds = 1.2
-    manager = init_integration.runtime_data
+    runtime = init_integration.runtime_data
     await mqtt_talker.wake("你好小智", tone(440, 1.5) + silence(1.0))
     assert mqtt_talker.server_hello is not None
     assert mqtt_talker.server_hello["transport"] == "udp"
@@ -70,15 +77,15 @@ async def test_turn_over_udp_ends_with_goodbye(
     assert not mqtt_talker.audio_channel_open
     assert mqtt_talker.state.activity == "idle"
     assert mqtt_talker.close_reasons == []
-    assert manager.connected
-    assert not manager.voice_ready
-    assert isinstance(manager.session.link, MqttLink)
-    assert manager.session.link.channel is None
+    assert runtime.connected
+    assert not runtime.session.audio_open
+    assert isinstance(runtime.session.link, MqttLink)
+    assert runtime.session.link.channel is None
     # The device may go back to listening after tts stop (auto mode) before
     # the goodbye reaches it: that late listen start opens no turn.
     await hass.async_block_till_done()
     assert hass.states.get(satellite_id(hass)).state == "idle"
-    assert manager.session.audio_open is False
+    assert runtime.session.audio_open is False
     # ... and the goodbye leaves the device idle, its microphone off.
     assert mqtt_talker.state.activity == "idle"
     assert not mqtt_talker.audio_channel_open
@@ -110,12 +117,16 @@ async def test_device_goodbye_ends_the_turn(
 ) -> None:
     """The button while listening: the device says goodbye, the turn stops."""
     voice.stt.quiet_after = 30.0  # still listening when the button is pressed
-    manager = init_integration.runtime_data
+    runtime = init_integration.runtime_data
     await mqtt_talker.wake("你好小智", tone(300, 3.0))
-    await wait_for_runtime(manager, lambda m: m.voice_ready)
+    await wait_for_runtime(
+        runtime, lambda m: m.session is not None and m.session.audio_open
+    )
     await mqtt_talker.close_audio_channel()
-    await wait_for_runtime(manager, lambda m: not m.voice_ready)
-    assert manager.connected
+    await wait_for_runtime(
+        runtime, lambda m: m.session is not None and not m.session.audio_open
+    )
+    assert runtime.connected
     events = hass.states.async_all("event")
     assert any(
         state.attributes.get("event_type") == "conversation_ended" for state in events
@@ -165,9 +176,9 @@ async def new_firmware(
     device = simulators(ota_url=LOOPBACK_OTA_URL, firmware="2.5.0")
     await device.provision()
     await device.connect()
-    manager = init_integration.runtime_data
-    await wait_for_runtime(manager, lambda m: m.connected)
-    assert manager.plays_notify
+    runtime = init_integration.runtime_data
+    await wait_for_runtime(runtime, lambda m: m.connected)
+    assert plays_notify(runtime.firmware)
     return device
 
 
@@ -252,7 +263,7 @@ async def test_timer_reaches_an_idle_device(
     mqtt_talker: SimulatedDevice,
 ) -> None:
     """Set from elsewhere, the timer shows on the idle device and is announced."""
-    device_id = init_integration.runtime_data.data.device_id
+    device_id = init_integration.runtime_data.entry_data.device_id
     await intent.async_handle(
         hass,
         "test",
