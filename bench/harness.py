@@ -12,7 +12,6 @@ from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 import gc
-import json
 import logging
 from pathlib import Path
 import shutil
@@ -21,7 +20,7 @@ import tempfile
 from typing import Any
 
 from homeassistant import loader, runner
-from homeassistant.config_entries import ConfigEntry, ConfigEntryState
+from homeassistant.config_entries import SOURCE_SYSTEM, ConfigEntry, ConfigEntryState
 from homeassistant.core import HomeAssistant
 from homeassistant.core_config import async_process_ha_core_config
 from homeassistant.helpers import entity_registry as er, frame
@@ -40,8 +39,8 @@ from custom_components.xiaozhi.const import (
     DOMAIN,
     URL_WEBSOCKET,
 )
-from custom_components.xiaozhi.endpoints import STORE_KEY as ENDPOINTS_STORE_KEY
-from custom_components.xiaozhi.manager import XiaozhiManager
+from custom_components.xiaozhi.runtime import XiaozhiRuntime
+from custom_components.xiaozhi.settings import SERVER_UNIQUE_ID
 from simulator.cli import client_id_for
 
 BOARD = "xiaozhi-sim"
@@ -155,9 +154,9 @@ class Home:
         self.entries.remove(entry)
 
 
-def runtime(entry: ConfigEntry) -> XiaozhiManager:
+def runtime(entry: ConfigEntry) -> XiaozhiRuntime:
     """Return the integration's runtime object of an entry."""
-    device: XiaozhiManager = entry.runtime_data
+    device: XiaozhiRuntime = entry.runtime_data
     return device
 
 
@@ -197,19 +196,6 @@ async def home_assistant() -> AsyncIterator[Home]:
     logging.getLogger("haffmpeg").setLevel(logging.CRITICAL)
     logging.getLogger("custom_components.xiaozhi").setLevel(logging.ERROR)
     config_dir = tempfile.mkdtemp(prefix="xiaozhi-bench-")
-    # The device MQTT + UDP endpoint on free ports, as its settings store says.
-    storage = Path(config_dir) / ".storage"
-    storage.mkdir()
-    (storage / ENDPOINTS_STORE_KEY).write_text(
-        json.dumps(
-            {
-                "version": 1,
-                "minor_version": 1,
-                "key": ENDPOINTS_STORE_KEY,
-                "data": {"transport": "auto", "mqtt_port": 0, "udp_port": 0},
-            }
-        )
-    )
     try:
         async with async_test_home_assistant(config_dir=config_dir) as hass:
             for name in _TEST_WRAPPERS:
@@ -227,7 +213,13 @@ async def home_assistant() -> AsyncIterator[Home]:
             # real installation always has.
             if not await async_setup_component(hass, "homeassistant", {}):
                 raise RuntimeError("homeassistant did not set up")
-            if not await async_setup_component(hass, DOMAIN, {}):
+            # The server entry, with the MQTT + UDP endpoint on free ports.
+            result = await hass.config_entries.flow.async_init(
+                DOMAIN,
+                context={"source": SOURCE_SYSTEM},
+                data={"transport": "auto", "mqtt_port": 0, "udp_port": 0},
+            )
+            if result.get("type") != "create_entry":
                 raise RuntimeError("the integration did not set up")
             await hass.http.start()
             await hass.async_block_till_done()
@@ -239,6 +231,7 @@ async def home_assistant() -> AsyncIterator[Home]:
                     entry
                     for entry in hass.config_entries.async_entries(DOMAIN)
                     if entry.state is ConfigEntryState.LOADED
+                    and entry.unique_id != SERVER_UNIQUE_ID
                 ]
                 await asyncio.gather(
                     *(hass.config_entries.async_unload(e.entry_id) for e in loaded)
@@ -250,10 +243,10 @@ async def home_assistant() -> AsyncIterator[Home]:
         shutil.rmtree(config_dir, ignore_errors=True)
 
 
-async def wait_connected(device: XiaozhiManager, timeout: float = 30.0) -> None:
+async def wait_connected(device: XiaozhiRuntime, timeout: float = 30.0) -> None:
     """Wait until the device's session finished its handshake."""
     changed = asyncio.Event()
-    remove = device.data.async_subscribe_state(changed.set)
+    remove = device.entry_data.async_subscribe_state(changed.set)
     try:
         async with asyncio.timeout(timeout):
             while not device.connected:

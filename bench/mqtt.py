@@ -264,7 +264,7 @@ async def _hold(
     n: int, script: DeviceScript, file_limit: int, *, bare: bool, traced: bool
 ) -> float:
     """Return bytes per connection held by a server with ``n`` idle clients."""
-    from custom_components.xiaozhi.protocol.mqtt_server import (  # noqa: PLC0415
+    from custom_components.xiaozhi.protocol.mqtt.server import (  # noqa: PLC0415
         MqttServer,
     )
 
@@ -347,7 +347,7 @@ class IdleParams:
 
 
 async def _idle(n: int, params: IdleParams, script: DeviceScript) -> dict[str, Any]:
-    from custom_components.xiaozhi.data import DATA_KEY  # noqa: PLC0415
+    from custom_components.xiaozhi.domain_data import DATA_KEY  # noqa: PLC0415
 
     from .harness import rss_bytes, runtime, settle_memory  # noqa: PLC0415
     from .scale import Presence, counted_home, lag_during  # noqa: PLC0415

@@ -41,9 +41,9 @@ from unittest.mock import patch
 
 from homeassistant.config_entries import ConfigEntry
 
-from custom_components.xiaozhi.manager import XiaozhiManager
 from custom_components.xiaozhi.protocol import McpClient, McpError, XiaozhiError
 from custom_components.xiaozhi.protocol.firmware import VOLUME_TOOL
+from custom_components.xiaozhi.runtime import XiaozhiRuntime
 
 from .device import DeviceScript, RawServer
 from .fleet import (
@@ -213,16 +213,16 @@ async def lag_during(seconds: float) -> Ticker:
 class Presence:
     """Follow which devices have a ready session."""
 
-    def __init__(self, devices: Sequence[XiaozhiManager]) -> None:
+    def __init__(self, devices: Sequence[XiaozhiRuntime]) -> None:
         """Listen to every device."""
         self.devices = list(devices)
         self.ready: set[str] = {d.mac for d in self.devices if d.connected}
         self._changed = asyncio.Event()
         self._remove = [
-            d.data.async_subscribe_state(self._listener(d)) for d in self.devices
+            d.entry_data.async_subscribe_state(self._listener(d)) for d in self.devices
         ]
 
-    def _listener(self, device: XiaozhiManager) -> Callable[[], None]:
+    def _listener(self, device: XiaozhiRuntime) -> Callable[[], None]:
         def update() -> None:
             if device.connected:
                 self.ready.add(device.mac)
@@ -268,7 +268,7 @@ async def counted_home(
     """Run Home Assistant, its keep-alive every ``keepalive`` s, requests counted."""
     counter = RequestCounter()
     with (
-        patch("custom_components.xiaozhi.manager.KEEPALIVE_INTERVAL", keepalive),
+        patch("custom_components.xiaozhi.runtime.KEEPALIVE_INTERVAL", keepalive),
         patch.object(McpClient, "request", counter.wrap(McpClient.request)),
     ):
         async with home_assistant() as home:
@@ -404,7 +404,7 @@ async def _scale(
         started = time.perf_counter()
         results = await asyncio.gather(
             *(
-                device.async_call_tool(VOLUME_TOOL, {"volume": i % 101})
+                device.commands.async_call_tool(VOLUME_TOOL, {"volume": i % 101})
                 for i, device in enumerate(devices)
             ),
             return_exceptions=True,

@@ -12,7 +12,7 @@ Variants, measured in the same Home Assistant and interleaved in every round
     requests in flight on one link: the floor of such a design (shown for
     reference; targets compare with ``raw``).
 ``call``
-    ``XiaozhiManager.async_call_tool("self.audio_speaker.set_volume", ...)``:
+    ``XiaozhiRuntime.commands.async_call_tool("self.audio_speaker.set_volume", ...)``:
     argument validation, JSON-RPC request, frame encoding, the WebSocket
     view's reader, reply decoding and matching.
 ``action``
@@ -134,7 +134,7 @@ class ToolCallRig:
         """Time one ``async_call_tool`` through the integration."""
         device = runtime(self.entry)
         start = time.perf_counter_ns()
-        result = await device.async_call_tool(VOLUME_TOOL, {"volume": volume})
+        result = await device.commands.async_call_tool(VOLUME_TOOL, {"volume": volume})
         elapsed = time.perf_counter_ns() - start
         if result.is_error or result.text != "true":
             raise RuntimeError(f"unexpected tool result {result!r}")
@@ -142,7 +142,7 @@ class ToolCallRig:
 
     def _action_data(self, volume: int) -> dict[str, Any]:
         return {
-            ATTR_DEVICE_ID: runtime(self.entry).data.device_id,
+            ATTR_DEVICE_ID: runtime(self.entry).entry_data.device_id,
             ATTR_TOOL: VOLUME_TOOL,
             ATTR_ARGUMENTS: {"volume": volume},
         }

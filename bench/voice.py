@@ -28,8 +28,8 @@ from typing import Any
 
 import aiohttp
 
-from custom_components.xiaozhi.data import DATA_KEY
-from custom_components.xiaozhi.protocol.codec import (
+from custom_components.xiaozhi.domain_data import DATA_KEY
+from custom_components.xiaozhi.protocol.audio.codec import (
     OpusDecoder,
     OpusEncoder,
     PcmConverter,
@@ -133,15 +133,20 @@ def _ended(device: SimulatedDevice) -> int:
     return device.goodbyes_received if device.uses_mqtt else len(device.close_reasons)
 
 
-def _satellite(entry: Any) -> Any:
-    manager = runtime(entry)
-    return manager._voice  # noqa: SLF001 - the satellite serving the device
+def _after(device: SimulatedDevice, since: float, what: str) -> float:
+    """Return when the device first received ``what`` after ``since``."""
+    return next(when for when, kind in device.timeline if when > since and kind == what)
 
 
 async def _latency(
     home: Home, voice: Any, turns: int, mqtt_port: int | None
 ) -> dict[str, Any]:
-    """Run conversations one after the other; collect our code's delays."""
+    """Run conversations one after the other; collect our code's delays.
+
+    Measured from outside, on the one event loop: when the speech-to-text
+    engine answered and text-to-speech handed out its first bytes, and when
+    the device received ``tts start`` and the first audio frame.
+    """
     voice.tts.seconds = 0.5
     (entry,) = await home.add_devices(1)
     mac = runtime(entry).mac
@@ -160,10 +165,11 @@ async def _latency(
                 ended = _ended(device)
                 await device.wake(f"wake {index}", SPEECH, preroll=0.1)
                 await device.wait_for(lambda n=ended: _ended(device) > n, timeout=30)
-                timings = _satellite(entry).last_turn.timings
-                text_to_start.append(timings.tts_start_sent - timings.stt_end)
+                heard = voice.stt.answered_at[-1]
+                first_bytes = voice.tts.first_chunk_at[-1]
+                text_to_start.append(_after(device, heard, "tts:start") - heard)
                 bytes_to_frame.append(
-                    timings.first_frame_sent - timings.first_tts_bytes
+                    _after(device, first_bytes, "audio") - first_bytes
                 )
         finally:
             await device.stop()
@@ -219,6 +225,7 @@ async def _child_loop(
                             "dropped_queue_full": record.dropped_queue_full,
                             "dropped_not_speaking": record.dropped_not_speaking,
                             "max_queue": record.max_queue,
+                            "queue_depths": record.queue_depths,
                         }
                         for record in records
                     ]
@@ -235,7 +242,7 @@ async def _many(
     """Converse with ``count`` devices at once; measure lag, drops and lead."""
     voice.tts.seconds = 3.0
     voice.agent.reply = f"All of you, done ({mqtt_port})."
-    entries = await home.add_devices(count)
+    await home.add_devices(count)
     first = len(home.entries) - count
     specs = [(device_mac(first + i), device_token(first + i)) for i in range(count)]
     context = multiprocessing.get_context("spawn")
@@ -256,12 +263,9 @@ async def _many(
         conn.send("stop")
         await loop.run_in_executor(None, conn.recv)
         await loop.run_in_executor(None, process.join, 10)
-    leads = [
-        lead
-        for entry in entries
-        if (turn := _satellite(entry).last_turn) is not None
-        for lead in turn.result.pacing.leads
-    ]
+    # How far ahead of playback the downlink ran, as the devices held it.
+    frame_ms = 60
+    leads = [depth * frame_ms for d in devices for depth in d["queue_depths"]]
     return {
         "conversations": count,
         "reply_s": voice.tts.seconds,
@@ -271,7 +275,7 @@ async def _many(
         ),
         "played_frames": sum(d["played"] for d in devices),
         "max_device_queue": max(d["max_queue"] for d in devices),
-        "lead_ms": _summary([lead * 1000 for lead in leads]),
+        "lead_ms": _summary(leads),
     }
 
 

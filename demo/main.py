@@ -165,7 +165,7 @@ class Demo:
         await self._update_core_config(config)
         await self.voice.ensure_pipeline(self.timeout)
         if DOMAIN not in config.get("components", []):
-            await self._open_device_endpoints()
+            await self._set_up_server()
         await self._start_devices()
 
     async def _wait_http(self) -> None:
@@ -215,22 +215,26 @@ class Demo:
             await self.client.ws("config/core/update", **changes)
             say(f"Set {' and '.join(said)}")
 
-    async def _open_device_endpoints(self) -> None:
-        """Open "Add integration > XiaoZhi" once, as a person would.
+    async def _set_up_server(self) -> None:
+        """Add the integration once, as a person would: "Add integration > XiaoZhi".
 
-        Without a paired device Home Assistant does not set up the
-        integration, so nothing answers at the OTA address yet. The first step
-        of the XiaoZhi flow (the one that shows the OTA address) opens the
-        device endpoints; the demo then closes that flow, and devices that
-        check in start their own pairing flows.
+        The first flow makes Home Assistant the devices' server, with the
+        settings it suggests (MQTT + UDP on its own ports); devices that check
+        in then start their own pairing flows.
         """
         flow = await self.client.request(
             "POST", "/api/config/config_entries/flow", json_body={"handler": DOMAIN}
         )
+        suggested = {
+            field["name"]: field["description"]["suggested_value"]
+            for field in flow["data_schema"]
+        }
         await self.client.request(
-            "DELETE", f"/api/config/config_entries/flow/{flow['flow_id']}"
+            "POST",
+            f"/api/config/config_entries/flow/{flow['flow_id']}",
+            json_body=suggested,
         )
-        say("Opened the XiaoZhi device endpoints (Add integration > XiaoZhi)")
+        say("Set up the XiaoZhi server (Add integration > XiaoZhi)")
 
     async def _owner_token(self) -> str:
         """Onboard the owner if needed; return a valid long-lived access token."""

@@ -154,6 +154,8 @@ class PlaybackRecord:
     played_pcm: bytearray = field(default_factory=bytearray)
     max_queue: int = 0
     arrivals: list[float] = field(default_factory=list)
+    # Packets queued just after each one was taken: how far ahead the server is.
+    queue_depths: list[int] = field(default_factory=list)
     finished_at: float | None = None
 
     @property
@@ -214,6 +216,7 @@ class Speaker:
             return
         self._queue.append(packet)
         record.max_queue = max(record.max_queue, len(self._queue))
+        record.queue_depths.append(len(self._queue))
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(self._play())
 
