@@ -13,6 +13,7 @@ import pytest
 from custom_components.xiaozhi.protocol.mqtt import udp
 from custom_components.xiaozhi.protocol.mqtt.udp import (
     HEADER,
+    HEADER_SIZE,
     AudioChannel,
     UdpEndpoint,
     opus_duration_ms,
@@ -108,9 +109,15 @@ async def test_attacks_are_dropped(endpoint: UdpEndpoint) -> None:
     )
     device.channel.send_raw(stranger)  # unknown ssrc
     device.channel.send_raw(replay)  # the same sequence again
-    wrong_key = pack_packet(
-        bytes(range(16)), second, ssrc=channel.ssrc, timestamp=0, sequence=50
-    )
+    # A wrong key decrypts to noise, which passes for a 60 ms Opus packet now
+    # and then: pick a key whose noise does not, so the test is not a lottery.
+    for attempt in range(256):
+        wrong_key = pack_packet(
+            bytes([attempt]) * 16, second, ssrc=channel.ssrc, timestamp=0, sequence=50
+        )
+        noise = udp.crypt(channel.key, wrong_key[:HEADER_SIZE], wrong_key[HEADER_SIZE:])
+        if opus_duration_ms(noise) != 60:
+            break
     device.channel.send_raw(wrong_key)  # decrypts to no Opus packet of 60 ms
 
     # Another host sending with the right ssrc and key: not the device.
