@@ -326,15 +326,20 @@ async def test_user_flow_pairs_the_device_whose_code_is_typed(
     assert {flow["context"]["unique_id"] for flow in discovery_flows(hass)} == {MAC2}
 
 
-async def test_user_flow_refuses_wrong_codes_then_gives_up(
+async def test_user_flow_wrong_codes_rotate_every_code(
     hass: HomeAssistant, client: TestClient[Any, Any]
 ) -> None:
+    """Misses count across flows; at the limit every waiting device gets a new code.
+
+    A code typed is matched against every waiting device, so a new flow per
+    guess must not reset the count.
+    """
     code = (await check_in(client))["activation"]["code"]
     wrong = f"{(int(code) + 1) % 1_000_000:06d}"
-    result = await hass.config_entries.flow.async_init(
-        DOMAIN, context={"source": SOURCE_USER}
-    )
     for _ in range(MAX_CODE_ATTEMPTS - 1):
+        result = await hass.config_entries.flow.async_init(
+            DOMAIN, context={"source": SOURCE_USER}
+        )
         result = await hass.config_entries.flow.async_configure(
             result["flow_id"], {"code": wrong}
         )
@@ -342,8 +347,17 @@ async def test_user_flow_refuses_wrong_codes_then_gives_up(
     result = await hass.config_entries.flow.async_configure(
         result["flow_id"], {"code": wrong}
     )
-    assert result["type"] is FlowResultType.ABORT
-    assert result["reason"] == "too_many_attempts"
+    assert result["errors"] == {"code": "code_rotated"}
+    result = await hass.config_entries.flow.async_configure(
+        result["flow_id"], {"code": code}
+    )
+    assert result["errors"] == {"code": "invalid_code"}  # the old code is gone
+    new_code = (await check_in(client))["activation"]["code"]
+    assert new_code != code
+    result = await hass.config_entries.flow.async_configure(
+        result["flow_id"], {"code": new_code}
+    )
+    assert result["type"] is FlowResultType.CREATE_ENTRY
 
 
 async def test_user_flow_pairs_a_reset_device_again(

@@ -166,15 +166,16 @@ async def test_the_code_finds_its_device(hass: HomeAssistant) -> None:
     pairing = PairingManager(hass)
     first = check_in(pairing, "one", mac="aa:00:00:00:00:01")
     second = check_in(pairing, "two", mac="aa:00:00:00:00:02")
-    found = pairing.find_code(f" {second[:3]} {second[3:]} ")
+    check, found = pairing.find_code(f" {second[:3]} {second[3:]} ")
+    assert check is CodeCheck.OK
     assert found is not None
     assert found.mac == "aa:00:00:00:00:02"
-    assert pairing.find_code(first) is not None
+    assert pairing.find_code(first)[1] is not None
     wrong = f"{(int(first) + 1) % 1_000_000:06d}"
     if wrong != second:
-        assert pairing.find_code(wrong) is None
+        assert pairing.find_code(wrong) == (CodeCheck.INVALID, None)
     pairing.shutdown()
-    assert pairing.find_code(first) is None
+    assert pairing.find_code(first)[1] is None
 
 
 @pytest.mark.parametrize(

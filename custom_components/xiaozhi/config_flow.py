@@ -43,7 +43,6 @@ from .const import (
     DEFAULT_KEEPALIVE,
     DOMAIN,
     LOGGER,
-    MAX_CODE_ATTEMPTS,
     URL_OTA,
 )
 from .domain_data import DATA_KEY
@@ -172,7 +171,6 @@ class XiaozhiConfigFlow(ConfigFlow, domain=DOMAIN):
         """Start without a device."""
         self._pending: PendingDevice | None = None
         self._paired_entry: ConfigEntry | None = None
-        self._attempts = 0
 
     @staticmethod
     @callback
@@ -254,7 +252,7 @@ class XiaozhiConfigFlow(ConfigFlow, domain=DOMAIN):
         """Pair the device that shows the code the user types."""
         errors: dict[str, str] = {}
         if user_input is not None:
-            pending = self._pairing().find_code(user_input[CONF_CODE])
+            check, pending = self._pairing().find_code(user_input[CONF_CODE])
             if pending is not None:
                 await self.async_set_unique_id(pending.mac, raise_on_progress=False)
                 entry = self.hass.config_entries.async_entry_for_domain_unique_id(
@@ -263,10 +261,7 @@ class XiaozhiConfigFlow(ConfigFlow, domain=DOMAIN):
                 if entry is not None and entry.source != SOURCE_IGNORE:
                     self._paired_entry = entry
                 return self._async_paired(pending)
-            self._attempts += 1
-            if self._attempts >= MAX_CODE_ATTEMPTS:
-                return self.async_abort(reason="too_many_attempts")
-            errors[CONF_CODE] = CodeCheck.INVALID.value
+            errors[CONF_CODE] = check.value
         return self.async_show_form(
             step_id="code",
             data_schema=CODE_SCHEMA,

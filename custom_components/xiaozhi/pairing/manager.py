@@ -162,6 +162,7 @@ class PairingManager:
         self._hass = hass
         self._pending: dict[tuple[str, str], PendingDevice] = {}
         self._attempts: defaultdict[str, int] = defaultdict(int)
+        self._code_misses = 0  # codes typed in the user's flow, any device
         self._refused: dict[str, float] = {}
 
     def get(self, mac: str, client_id: str) -> PendingDevice | None:
@@ -347,18 +348,32 @@ class PairingManager:
         self._abort_discovery(pending.mac, keep=flow_id)
 
     @callback
-    def find_code(self, code: str) -> PendingDevice | None:
-        """Return the waiting device that shows this code, if any.
+    def find_code(self, code: str) -> tuple[CodeCheck, PendingDevice | None]:
+        """Find the waiting device that shows this code.
 
         The code on the user's own screen decides which device they pair;
-        every code is compared, in constant time.
+        every code is compared, in constant time. Typed codes are matched
+        against every waiting device, so the misses are counted across all
+        flows: after too many, every waiting device gets a new code (the
+        chance of a guess stays that of one device's code).
         """
         typed = code.strip().replace(" ", "").encode()
+        waiting = self._waiting(lambda _mac: True)
         found: PendingDevice | None = None
-        for pending in self._waiting(lambda _mac: True):
+        for pending in waiting:
             if hmac.compare_digest(typed, pending.code.encode()):
                 found = pending
-        return found
+        if found is not None:
+            return CodeCheck.OK, found
+        self._code_misses += 1
+        if self._code_misses < MAX_CODE_ATTEMPTS:
+            return CodeCheck.INVALID, None
+        LOGGER.warning("Too many wrong codes typed; issuing new codes")
+        self._code_misses = 0
+        for pending in waiting:
+            pending.code = new_code()
+            self._arm(pending)
+        return CodeCheck.ROTATED, None
 
     @callback
     def shutdown(self) -> None:
