@@ -6,6 +6,7 @@ from typing import Any
 from aiohttp import WSMsgType
 from aiohttp.test_utils import TestClient
 from homeassistant.core import HomeAssistant
+import pytest
 
 from simulator.voice import SpeakerDecoder, dominant_frequency
 from tests.test_sdk_pairing import OTA, SDK_BODY, SDK_HELLO, connect_sdk, sdk_headers
@@ -51,4 +52,53 @@ async def test_the_code_is_spoken_with_the_preferred_voice(
     # The screen shows the code; the voice says it digit by digit.
     assert code in alert["message"]
     assert voice.tts.messages == [alert["message"].replace(code, " ".join(code))]
+    await ws.close()
+
+
+async def test_the_code_is_not_repeated_when_the_client_listens_again(
+    hass: HomeAssistant, voice: Voice, client: TestClient[Any, Any]
+) -> None:
+    """After our tts stop an auto-mode client listens again: no loop of the code.
+
+    The wake word shows it again, once however often it is said at once.
+    """
+    voice.tts.seconds = 0.2
+    response = await client.post(OTA, headers=sdk_headers(), json=SDK_BODY)
+    answer = await response.json()
+    ws = await connect_sdk(client, answer["websocket"]["token"])
+    await ws.send_json(SDK_HELLO)
+
+    async def texts_until_stop() -> list[dict[str, Any]]:
+        texts: list[dict[str, Any]] = []
+        while not texts or texts[-1].get("state") != "stop":
+            message = await asyncio.wait_for(ws.receive(), 10)
+            if message.type is not WSMsgType.BINARY:
+                texts.append(message.json())
+        return texts
+
+    await texts_until_stop()
+    session = SDK_HELLO.get("session_id", "")
+    await ws.send_json(
+        {"session_id": session, "type": "listen", "state": "start", "mode": "auto"}
+    )
+    # Nothing answers a listen start (the code would come within milliseconds).
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(ws.receive(), 0.5)
+
+    for _ in range(3):
+        await ws.send_json(
+            {
+                "session_id": session,
+                "type": "listen",
+                "state": "detect",
+                "text": "你好小智",
+            }
+        )
+    texts = await texts_until_stop()
+    assert [(frame["type"], frame.get("state")) for frame in texts] == [
+        ("alert", None),
+        ("tts", "start"),
+        ("tts", "sentence_start"),
+        ("tts", "stop"),
+    ]
     await ws.close()

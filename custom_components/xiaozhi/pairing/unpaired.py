@@ -4,9 +4,9 @@ Some clients (xiaozhi-sdk) dial the WebSocket at once with the token handed
 out with their code. Their link is a real session with this restricted
 handler: no MCP, nobody listens to the microphone; the code is shown
 (``alert``, the sentence) and, when the preferred voice assistant has
-text-to-speech, said once, digit by digit. The link ends when the code is
-entered (the client connects again with the same token, now the device's)
-or expires.
+text-to-speech, said digit by digit; again when the user says the wake
+word. The link ends when the code is entered (the client connects again
+with the same token, now the device's) or expires.
 """
 
 import asyncio
@@ -35,6 +35,7 @@ class UnpairedHandler:
         self._channel: VoiceChannel | None = None
         self._speaker: asyncio.Task[None] | None = None
         self._ended: asyncio.Task[None] | None = None
+        self._showing: asyncio.Task[None] | None = None
 
     def attach(self, session: DeviceSession) -> None:
         """Serve ``session``; it closes when pairing ends (paired, expired)."""
@@ -45,7 +46,7 @@ class UnpairedHandler:
 
     def session_ready(self, session: DeviceSession) -> None:
         """Show the code once the hello is answered."""
-        session.spawn(self._show_code())
+        self._showing = session.spawn(self._show_code())
 
     def session_tools(self, session: DeviceSession) -> None:
         """Nothing to take: no MCP before pairing."""
@@ -54,9 +55,16 @@ class UnpairedHandler:
         """Nothing to take: no MCP before pairing."""
 
     def session_event(self, session: DeviceSession, event: DeviceEvent) -> None:
-        """Show the code again when the user wakes the client."""
-        if event.type in (DeviceEventType.WAKE_WORD, DeviceEventType.LISTENING_STARTED):
-            session.spawn(self._show_code())
+        """Show the code again when the user says the wake word.
+
+        Not on ``listen start``: a client in auto mode sends it after every
+        ``tts stop``, ours included, which would show and say the code for as
+        long as it lives. One showing at a time, however many frames come.
+        """
+        if event.type is DeviceEventType.WAKE_WORD and (
+            self._showing is None or self._showing.done()
+        ):
+            self._showing = session.spawn(self._show_code())
 
     def session_audio(self, session: DeviceSession, payload: bytes) -> None:
         """Nobody listens before pairing."""
