@@ -332,6 +332,8 @@ class XiaozhiConfigFlow(ConfigFlow, domain=DOMAIN):
     def _async_paired(self, paired: PendingDevice) -> ConfigFlowResult:
         """Create the device's entry, or give a paired one its new identity."""
         self._pairing().complete(paired, self.flow_id)
+        # Its old identity's retries may have shut its address out.
+        self.hass.data[DATA_KEY].logins.forgive(paired.address)
         data = {
             CONF_MAC: paired.mac,
             CONF_CLIENT_ID: paired.client_id,

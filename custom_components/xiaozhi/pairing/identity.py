@@ -30,7 +30,7 @@ class Refusal(StrEnum):
 
     @property
     def failed_login(self) -> bool:
-        """Return True when the credentials were wrong (counts for the IP ban)."""
+        """Return True when the credentials were wrong (counts towards failed logins)."""
         return self in (Refusal.BAD_TOKEN, Refusal.WRONG_DEVICE, Refusal.WRONG_CLIENT)
 
 

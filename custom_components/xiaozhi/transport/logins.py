@@ -2,9 +2,14 @@
 
 Every way a device proves who it is (its WebSocket token, its MQTT login, a
 vision, snapshot or sound URL) counts a wrong answer here. An address with
-too many wrong answers in a window is refused on every device endpoint for a
-while, before its credentials are even looked at. Devices themselves never
-get it wrong, so a real one is not affected.
+too many wrong answers in a window is refused there for a while, before its
+credentials are even looked at. (The OTA check-in and activation hand out
+nothing without the code on the screen, and stay open.)
+
+A device gets it wrong only while it holds a token that was revoked (its
+entry removed, or a new token it has not fetched yet). A right answer
+clears its address's count, and pairing a device forgives its address, so
+a device paired again is not shut out by its own old retries.
 
 Home Assistant's own IP ban covers its web server only and offers no public
 way to count a failed login from elsewhere; this limiter serves the MQTT
@@ -61,6 +66,17 @@ class FailedLogins:
         del self._blocked[address]
         return False
 
+    def succeeded(self, address: str | None) -> None:
+        """Forget the wrong answers of an address that answered right."""
+        if address:
+            self._failures.pop(address, None)
+
+    def forgive(self, address: str | None) -> None:
+        """Forget an address entirely: a device there was just paired."""
+        if address:
+            self._failures.pop(address, None)
+            self._blocked.pop(address, None)
+
     def failed(self, address: str | None, what: str) -> None:
         """Count a wrong answer from ``address`` (``what`` it tried)."""
         if not address:
@@ -87,7 +103,7 @@ class FailedLogins:
         self._blocked[address] = now + self._block
         self._failures.pop(address, None)
         LOGGER.warning(
-            "Refusing %s on every device endpoint for %d minutes: %d wrong device "
+            "Refusing %s on the device endpoints for %d minutes: %d wrong device "
             "credentials (last: %s)",
             address,
             self._block // 60,

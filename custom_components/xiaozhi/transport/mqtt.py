@@ -254,6 +254,7 @@ class DeviceEndpoints:
         if isinstance(entry, Refusal):
             return _CONNACK[entry]
         async_bind(self.hass, entry, client_id)
+        self._logins.succeeded(connection.peer)
         runtime = entry.runtime_data
         up, down = topics(runtime.mac)
         link = MqttLink(self, connection, up, down, identity=entry.entry_id)

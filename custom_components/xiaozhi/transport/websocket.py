@@ -128,6 +128,7 @@ class DeviceWebSocketView(HomeAssistantView):
             status, message = _REFUSALS[entry]
             return error_response(status, message)
         async_bind(hass, entry, client)
+        logins.succeeded(request.remote)
         runtime = entry.runtime_data
         ws = await self._prepare(request, MAX_WS_MESSAGE)
         LOGGER.debug("%s opened a WebSocket from %s", runtime.name, request.remote)
