@@ -89,6 +89,8 @@ class XiaozhiAssistSatellite(XiaozhiEntity, AssistSatelliteEntity):
         self._wake_phrase: str | None = None
         self._early = EarlyAudio()
         self._next_turn: asyncio.Future[bool] | None = None
+        # The running turn answers an announcement that asked to go on.
+        self._answering = False
 
     @override
     async def async_added_to_hass(self) -> None:
@@ -198,14 +200,20 @@ class XiaozhiAssistSatellite(XiaozhiEntity, AssistSatelliteEntity):
     def voice_closed(self) -> None:
         """Drop whatever the device was doing: it is gone.
 
-        A pipeline run that listened to it ends by itself once its audio has
-        ended, so that whoever waits for it (a question) learns the outcome.
+        A run still listening is cancelled: half a sentence must not reach
+        the agent. A run that answers Home Assistant's own question or
+        conversation ends with its audio instead, so that whoever waits for
+        it learns the outcome (the base class resolves it at the run's end).
+        A run past listening goes on: the user said all of it.
         """
         self._early.clear()
         self._wake_phrase = None
         if (turn := self._turn) is not None:
             self._turn = None
+            cut_short = turn.listening and not self._answering
             turn.cancel()
+            if cut_short and self._turn_task is not None:
+                self._turn_task.cancel()
         self._announcer.cancel()
         if self._next_turn is not None and not self._next_turn.done():
             self._next_turn.set_result(False)
@@ -230,6 +238,7 @@ class XiaozhiAssistSatellite(XiaozhiEntity, AssistSatelliteEntity):
         )
         self._wake_phrase = None
         self._turn = turn
+        self._answering = self._next_turn is not None and not self._next_turn.done()
         if self._next_turn is not None and not self._next_turn.done():
             self._next_turn.set_result(True)
         for payload in self._early.take_live(self.hass.loop.time()):

@@ -307,6 +307,38 @@ async def test_device_gone_mid_turn(
     assert hass.states.get(satellite_id(hass)).state == "idle"
 
 
+async def test_device_gone_mid_sentence_asks_the_agent_nothing(
+    hass: HomeAssistant,
+    voice: Voice,
+    init_integration: MockConfigEntry,
+    talker: SimulatedDevice,
+) -> None:
+    """Half a sentence never reaches the agent: the run is cancelled."""
+    await voice.use_agent()
+    listening = asyncio.Event()
+
+    @callback
+    def record(event: Event[EventStateChangedData]) -> None:
+        new = event.data["new_state"]
+        if (
+            new is not None
+            and new.entity_id == satellite_id(hass)
+            and new.state == "listening"
+        ):
+            listening.set()
+
+    stop = hass.bus.async_listen(EVENT_STATE_CHANGED, record)
+    await talker.wake("你好小智", tone(440, 6.0))
+    await asyncio.wait_for(listening.wait(), 15)
+    stop()
+    talker.drop_link()
+    runtime = init_integration.runtime_data
+    await wait_for_runtime(runtime, lambda d: d.session is None)
+    await hass.async_block_till_done()
+    assert voice.agent.inputs == []
+    assert hass.states.get(satellite_id(hass)).state == "idle"
+
+
 async def test_push_to_talk(
     hass: HomeAssistant,
     voice: Voice,

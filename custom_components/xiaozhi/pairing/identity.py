@@ -30,7 +30,7 @@ class Refusal(StrEnum):
 
     @property
     def failed_login(self) -> bool:
-        """Return True when the credentials were wrong (counts towards failed logins)."""
+        """Return True when the credentials were wrong (a failed login)."""
         return self in (Refusal.BAD_TOKEN, Refusal.WRONG_DEVICE, Refusal.WRONG_CLIENT)
 
 
