@@ -33,17 +33,25 @@ async def async_fetch_pcm(hass: HomeAssistant, url: str, rate: int) -> list[byte
     try:
         async with asyncio.timeout(MEDIA_TIMEOUT), session.get(url) as response:
             response.raise_for_status()
-            data = await response.content.read(MAX_MEDIA_BYTES + 1)
-            if len(data) > MAX_MEDIA_BYTES:
+            if (response.content_length or 0) > MAX_MEDIA_BYTES:
                 raise aiohttp.ClientPayloadError("larger than 10 MB")
+            body = bytearray()
+            async for chunk in response.content.iter_chunked(64 * 1024):
+                body += chunk
+                if len(body) > MAX_MEDIA_BYTES:
+                    raise aiohttp.ClientPayloadError("larger than 10 MB")
+            data = bytes(body)
         return await hass.async_add_executor_job(lambda: list(decode_file(data, rate)))
     except (aiohttp.ClientError, TimeoutError, ProtocolError) as err:
+        # Without its query: signed URLs carry their signature there, and
+        # aiohttp's errors repeat the whole URL.
+        shown = str(URL(url).with_query(None))
+        if isinstance(err, aiohttp.ClientResponseError):
+            error = f"HTTP {err.status} {err.message}".strip()
+        else:
+            error = (str(err) or type(err).__name__).replace(url, shown)
         raise HomeAssistantError(
             translation_domain=DOMAIN,
             translation_key="media_unavailable",
-            translation_placeholders={
-                # Without its query: signed URLs carry their signature there.
-                "url": str(URL(url).with_query(None)),
-                "error": str(err) or type(err).__name__,
-            },
+            translation_placeholders={"url": shown, "error": error},
         ) from err
