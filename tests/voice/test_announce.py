@@ -113,6 +113,32 @@ async def test_announce_a_media_url(
     )
 
 
+async def test_a_chime_that_cannot_be_fetched_leaves_the_message(
+    hass: HomeAssistant,
+    voice: Voice,
+    init_integration: MockConfigEntry,
+    talker: SimulatedDevice,
+    aioclient_mock: AiohttpClientMocker,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The chime only announces the message: without it the message plays."""
+    aioclient_mock.get("http://media.local/chime.mp3", status=404)
+    voice.tts.seconds = 1.0
+    await connected(talker, init_integration)
+    await hass.services.async_call(
+        "assist_satellite",
+        "announce",
+        {
+            "entity_id": satellite_id(hass),
+            "message": "Dinner is ready",
+            "preannounce_media_id": "http://media.local/chime.mp3",
+        },
+        blocking=True,
+    )
+    assert abs(talker.speaker.record.played * FRAME - 1.0) <= 2 * FRAME
+    assert "no chime before the message" in caplog.text
+
+
 async def test_announce_to_a_device_that_is_away(
     hass: HomeAssistant, voice: Voice, init_integration: MockConfigEntry
 ) -> None:

@@ -33,8 +33,6 @@ async def async_fetch_pcm(hass: HomeAssistant, url: str, rate: int) -> list[byte
     try:
         async with asyncio.timeout(MEDIA_TIMEOUT), session.get(url) as response:
             response.raise_for_status()
-            if (response.content_length or 0) > MAX_MEDIA_BYTES:
-                raise aiohttp.ClientPayloadError("larger than 10 MB")
             body = bytearray()
             async for chunk in response.content.iter_chunked(64 * 1024):
                 body += chunk

@@ -224,9 +224,17 @@ class Announcer:
     ) -> AsyncIterator[bytes]:
         """Yield the announcement's sound: the chime, then the message."""
         if preannounce and announcement.preannounce_media_id:
-            for pcm in await async_fetch_pcm(
-                self.hass, announcement.preannounce_media_id, rate
-            ):
+            try:
+                chime = await async_fetch_pcm(
+                    self.hass, announcement.preannounce_media_id, rate
+                )
+            except HomeAssistantError as err:
+                # The chime only announces the message: the message goes on.
+                LOGGER.warning(
+                    "%s: no chime before the message: %s", self._target.name, err
+                )
+                chime = []
+            for pcm in chime:
                 yield pcm
         if announcement.media_id_source == "tts" and announcement.tts_token:
             stream = tts.async_get_stream(self.hass, announcement.tts_token)
