@@ -208,9 +208,41 @@ async def test_idle_announcement_is_fetched_and_played(
     assert abs(dominant_frequency(pcm, 24000) - 880) <= 5
     assert took >= 0.8  # returns once it has played
     assert new_firmware.server_hello is None  # no conversation was opened
+    # Nothing ends a conversation the user may have started meanwhile: a
+    # request sent now arrives after anything sent before it.
+    runtime = init_integration.runtime_data
+    await runtime.commands.async_call_tool("self.get_device_status", {})
+    assert "goodbye" not in [frame["type"] for frame in new_firmware.received]
     # The URL served once: asking again is refused.
     status, _body = await new_firmware.http_request("GET", sound["url"])
     assert status == 404
+
+
+async def test_a_wake_during_an_idle_announcement_keeps_its_conversation(
+    hass: HomeAssistant,
+    voice: Voice,
+    init_integration: MockConfigEntry,
+    new_firmware: SimulatedDevice,
+) -> None:
+    """The user speaks while the sound plays: the announcement ends nothing."""
+    voice.tts.seconds = 2.0
+    announcing = hass.async_create_task(
+        hass.services.async_call(
+            "assist_satellite",
+            "announce",
+            {"entity_id": satellite_id(hass), "message": "Dinner is ready"},
+            blocking=True,
+        )
+    )
+    await new_firmware.wait_for(lambda: bool(new_firmware.notify_sounds))
+    voice.tts.seconds = 0.3
+    await new_firmware.wake("你好小智", tone(440, 1.0) + silence(1.0))
+    await announcing
+    await new_firmware.wait_for(
+        lambda: any(f.get("state") == "stop" for f in new_firmware.received), 15
+    )
+    assert voice.stt.calls == 1
+    assert "goodbye" not in [frame["type"] for frame in new_firmware.received][:-1]
 
 
 async def test_idle_announcement_on_older_firmware_shows_the_text(

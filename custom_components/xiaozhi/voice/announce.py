@@ -106,14 +106,19 @@ class Announcer:
     async def async_announce(self, announcement: AssistSatelliteAnnouncement) -> bool:
         """Play an announcement however the device can; return once played.
 
-        Returns False when it was cut short (an abort). Raises
-        HomeAssistantError (``announce_not_connected``, ``announce_failed``,
-        ``announce_needs_text``) when it cannot be played.
+        Returns True when it played to its end on the open audio (the device
+        then listens again, unless the caller ends the conversation); False
+        when it was cut short (an abort) or played while the device was idle
+        (it goes back to idle by itself, and a conversation the user started
+        meanwhile is theirs). Raises HomeAssistantError
+        (``announce_not_connected``, ``announce_failed``,
+        ``announce_needs_text``, ``media_unavailable``) when it cannot be
+        played.
         """
         channel = self.channel()
         if not channel.open and channel.idle_reachable:
             await self._async_announce_idle(channel, announcement)
-            return True
+            return False
         return await self.async_play(channel, announcement)
 
     async def async_play(
