@@ -11,6 +11,7 @@ from homeassistant.config_entries import (
     SOURCE_INTEGRATION_DISCOVERY,
     SOURCE_SYSTEM,
     SOURCE_USER,
+    ConfigEntryDisabler,
     ConfigEntryState,
 )
 from homeassistant.core import HomeAssistant
@@ -521,3 +522,23 @@ async def test_server_options_open_the_endpoint_and_report_a_taken_port(
     assert endpoints.udp.port == udp_port
     assert server_entry.options == settings
     await endpoints.async_stop()
+
+
+async def test_server_options_of_a_disabled_server_open_nothing(
+    hass: HomeAssistant,
+    setup_integration: None,
+    server_entry: MockConfigEntry,
+) -> None:
+    """A disabled server keeps its new settings for when it is enabled."""
+    await hass.config_entries.async_set_disabled_by(
+        server_entry.entry_id, ConfigEntryDisabler.USER
+    )
+    await hass.async_block_till_done()
+    settings = {"transport": "auto", "mqtt_port": 18850, "udp_port": 18860}
+    result = await hass.config_entries.options.async_init(server_entry.entry_id)
+    result = await hass.config_entries.options.async_configure(
+        result["flow_id"], settings
+    )
+    assert result["type"] is FlowResultType.CREATE_ENTRY
+    assert server_entry.options == settings
+    assert not hass.data[DATA_KEY].endpoints.active

@@ -271,6 +271,26 @@ async def test_port_in_use_raises_a_repair_issue_fixed_from_the_repair(
     assert server_entry.options["mqtt_port"] == mqtt_port
 
 
+async def test_an_unloaded_server_leaves_no_port_repair(
+    hass: HomeAssistant,
+    init_integration: MockConfigEntry,
+    server_entry: MockConfigEntry,
+    issue_registry: ir.IssueRegistry,
+) -> None:
+    """Nothing to repair while the server is off."""
+    endpoints = _endpoints(hass)
+    await endpoints.async_stop()
+    with socket.socket() as taken:
+        taken.bind(("0.0.0.0", 0))  # noqa: S104 - where the endpoint binds
+        taken.listen()
+        await endpoints.async_start(
+            ServerSettings(mqtt_port=taken.getsockname()[1], udp_port=0)
+        )
+    assert issue_registry.async_get_issue(DOMAIN, "port_unavailable_mqtt_port")
+    assert await hass.config_entries.async_unload(server_entry.entry_id)
+    assert issue_registry.async_get_issue(DOMAIN, "port_unavailable_mqtt_port") is None
+
+
 async def test_a_refused_port_changes_nothing(
     hass: HomeAssistant,
     init_integration: MockConfigEntry,

@@ -7,13 +7,11 @@ device, whose runtime is its link (``runtime.py``).
 
 from functools import partial
 import shutil
-from typing import Any, Final
 
 from homeassistant.config_entries import SOURCE_SYSTEM, ConfigEntry
 from homeassistant.const import EVENT_HOMEASSISTANT_STOP, Platform
 from homeassistant.core import Event, HomeAssistant
 from homeassistant.helpers import config_validation as cv
-from homeassistant.helpers.storage import Store
 from homeassistant.helpers.typing import ConfigType
 
 from .const import DOMAIN
@@ -23,9 +21,14 @@ from .pairing.identity import async_check_bound, async_forget
 from .pairing.manager import PairingManager
 from .runtime import XiaozhiConfigEntry, XiaozhiRuntime
 from .services import async_setup_services
-from .settings import SERVER_UNIQUE_ID, ServerSettings, is_server_entry
+from .settings import (
+    SERVER_UNIQUE_ID,
+    ServerSettings,
+    is_server_entry,
+    legacy_settings_store,
+)
 from .transport.logins import FailedLogins
-from .transport.mqtt import DeviceEndpoints
+from .transport.mqtt import DeviceEndpoints, async_delete_port_issues
 from .transport.ota import ActivateView, OtaView
 from .transport.uploads import UploadViews
 from .transport.websocket import DeviceWebSocketView
@@ -47,7 +50,6 @@ PLATFORMS = [
 ]
 
 # Where the transport settings were kept before the server entry held them.
-LEGACY_SETTINGS_KEY: Final = f"{DOMAIN}.endpoints"
 
 type XiaozhiServerEntry = ConfigEntry[DeviceEndpoints]
 
@@ -83,15 +85,13 @@ async def _async_create_server_entry(hass: HomeAssistant) -> None:
     entries = hass.config_entries.async_entries(DOMAIN, include_ignore=False)
     if not entries or any(is_server_entry(entry) for entry in entries):
         return
-    store: Store[dict[str, Any]] = Store(hass, 1, LEGACY_SETTINGS_KEY)
-    legacy = await store.async_load() or {}
+    legacy = await legacy_settings_store(hass).async_load() or {}
     hass.async_create_task(
         hass.config_entries.flow.async_init(
             DOMAIN, context={"source": SOURCE_SYSTEM}, data=legacy
         ),
         "xiaozhi create server entry",
     )
-    await store.async_remove()
 
 
 async def async_setup_entry(hass: HomeAssistant, entry: ConfigEntry) -> bool:
@@ -100,6 +100,8 @@ async def async_setup_entry(hass: HomeAssistant, entry: ConfigEntry) -> bool:
         endpoints = hass.data[DATA_KEY].endpoints
         await endpoints.async_start(ServerSettings.from_options(entry.options))
         entry.runtime_data = endpoints
+        # The settings of before the server entry are in it now.
+        await legacy_settings_store(hass).async_remove()
         return True
     return await _async_setup_device(hass, entry)
 
@@ -129,6 +131,8 @@ async def async_unload_entry(hass: HomeAssistant, entry: ConfigEntry) -> bool:
     """Close the server's endpoints, or a device's entities and then its link."""
     if is_server_entry(entry):
         await hass.data[DATA_KEY].endpoints.async_stop()
+        # Nothing to repair while the server is off.
+        async_delete_port_issues(hass)
         return True
     if unload_ok := await hass.config_entries.async_unload_platforms(entry, PLATFORMS):
         await entry.runtime_data.async_shutdown()

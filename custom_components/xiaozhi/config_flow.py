@@ -133,17 +133,26 @@ def reserved_port_errors(settings: ServerSettings) -> dict[str, str]:
 
 
 async def async_try_settings(
-    hass: HomeAssistant, user_input: dict[str, Any], placeholders: dict[str, str]
+    hass: HomeAssistant,
+    server: ConfigEntry,
+    user_input: dict[str, Any],
+    placeholders: dict[str, str],
 ) -> tuple[ServerSettings, dict[str, str]]:
     """Apply the settings a user chose; return them and the form's errors.
 
     A port an MQTT broker owns is refused first; a port that cannot be opened
     leaves what serves now as it was (its error goes into ``placeholders``).
+    A server entry that is not loaded (disabled, failed) opens nothing: its
+    settings are used once it is.
     """
     settings = server_settings(user_input)
     errors = reserved_port_errors(settings)
     domain_data = hass.data.get(DATA_KEY)
-    if not errors and domain_data is not None:
+    if (
+        not errors
+        and domain_data is not None
+        and server.state is ConfigEntryState.LOADED
+    ):
         failed = await domain_data.endpoints.async_apply(settings)
         for key, error in failed.items():
             errors[key] = "port_unavailable"
@@ -395,7 +404,7 @@ class ServerOptionsFlow(OptionsFlow):
         placeholders = {"port": "", "error": "", "ota_url": ota_url(self.hass)}
         if user_input is not None:
             settings, errors = await async_try_settings(
-                self.hass, user_input, placeholders
+                self.hass, self.config_entry, user_input, placeholders
             )
             if not errors:
                 return self.async_create_entry(data=settings.as_options())

@@ -14,7 +14,7 @@ from .config_flow import (
 )
 from .const import DOMAIN
 from .settings import SERVER_UNIQUE_ID
-from .transport.mqtt import ISSUE_PORT
+from .transport.mqtt import async_delete_port_issues
 
 
 class PortUnavailableFlow(RepairsFlow):
@@ -43,14 +43,13 @@ class PortUnavailableFlow(RepairsFlow):
         placeholders = {**self._placeholders, "ota_url": ota_url(self.hass)}
         if user_input is not None:
             settings, errors = await async_try_settings(
-                self.hass, user_input, placeholders
+                self.hass, server, user_input, placeholders
             )
             if not errors:
                 self.hass.config_entries.async_update_entry(
                     server, options=settings.as_options()
                 )
-                for key in ("mqtt_port", "udp_port"):
-                    ir.async_delete_issue(self.hass, DOMAIN, f"{ISSUE_PORT}_{key}")
+                async_delete_port_issues(self.hass)
                 return self.async_create_entry(data={})
         return self.async_show_form(
             step_id="ports",

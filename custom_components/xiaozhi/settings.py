@@ -12,8 +12,10 @@ from enum import StrEnum
 from typing import Any, Final
 
 from homeassistant.config_entries import ConfigEntry
+from homeassistant.core import HomeAssistant
+from homeassistant.helpers.storage import Store
 
-from .const import DEFAULT_MQTT_PORT, DEFAULT_UDP_PORT
+from .const import DEFAULT_MQTT_PORT, DEFAULT_UDP_PORT, DOMAIN
 
 # The server entry's unique id; device entries use their MAC address.
 SERVER_UNIQUE_ID: Final = "server"
@@ -25,6 +27,9 @@ CONF_UDP_PORT: Final = "udp_port"
 # Ports an MQTT broker uses: 1883 (Mosquitto add-on), 8883 (TLS; on that port
 # the firmware insists on a publicly trusted certificate).
 RESERVED_PORTS: Final = frozenset({1883, 8883})
+
+# Where version 0.1 kept these settings; moved into the server entry.
+LEGACY_SETTINGS_KEY: Final = f"{DOMAIN}.endpoints"
 
 
 class Transport(StrEnum):
@@ -69,3 +74,8 @@ class ServerSettings:
 def is_server_entry(entry: ConfigEntry) -> bool:
     """Return True for the entry that holds the integration-wide settings."""
     return entry.unique_id == SERVER_UNIQUE_ID
+
+
+def legacy_settings_store(hass: HomeAssistant) -> Store[dict[str, Any]]:
+    """Return where the settings were kept before the server entry held them."""
+    return Store(hass, 1, LEGACY_SETTINGS_KEY)

@@ -391,3 +391,10 @@ class MqttLink:
     def _audio(self, payload: bytes) -> None:
         if (session := self.session) is not None:
             session.feed_audio(payload)
+
+
+@callback
+def async_delete_port_issues(hass: HomeAssistant) -> None:
+    """Remove the repairs of ports that could not be opened."""
+    for key in ("mqtt_port", "udp_port"):
+        ir.async_delete_issue(hass, DOMAIN, f"{ISSUE_PORT}_{key}")
