@@ -2,10 +2,12 @@
 
 Identity, tools and status (kept across restarts in the Store), the current
 link, the conversation (activity, listen mode, what was heard and said) and
-the pictures it uploaded. Only the runtime (``runtime.py``) writes it;
-entities read it and subscribe to its changes.
+the pictures it uploaded. The runtime (``runtime.py``) and what it owns
+(its commands, the session's voice channel) write it; entities only read it
+and subscribe to its changes.
 """
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -16,7 +18,7 @@ from homeassistant.core import CALLBACK_TYPE, HomeAssistant, callback
 from homeassistant.helpers.storage import STORAGE_DIR, Store
 from homeassistant.util import dt as dt_util
 
-from .const import DOMAIN
+from .const import DOMAIN, LOGGER
 from .protocol import Activity, DeviceEvent, DeviceStatus, Tool
 
 STORAGE_VERSION: Final = 1
@@ -138,8 +140,8 @@ class XiaozhiEntryData:
         self.last_reply: str | None = None
         self._pictures: dict[str, Picture] = {}
         self.link: LinkInfo | None = None
-        # The last link was closed by Home Assistant on purpose (a conversation
-        # ended): the device is away as expected, not lost.
+        # The last link ended as planned (a conversation ended, or a WebSocket
+        # device hung up after one): the device is away as expected, not lost.
         self.expected_disconnect = False
         self.connects = 0
         self._state_listeners: dict[CALLBACK_TYPE, None] = {}
@@ -262,6 +264,7 @@ class XiaozhiEntryData:
         if wake_word != self.wake_word:
             self.wake_word = wake_word
             self._schedule_save()
+            self.async_write_state()
 
     @callback
     def async_set_listen_mode(self, mode: str | None) -> None:
@@ -308,7 +311,7 @@ class XiaozhiEntryData:
     def async_set_link(self, link: LinkInfo | None, *, expected: bool = False) -> None:
         """Take the device's connection, or None once it is gone.
 
-        ``expected`` says Home Assistant ended it on purpose.
+        ``expected`` says it ended as planned (see ``expected_disconnect``).
         """
         if link is not None:
             self.connects += 1
@@ -339,9 +342,17 @@ class XiaozhiEntryData:
             taken=dt_util.utcnow(),
         )
         # The picture's bytes first, then the Store that points at them.
-        self._hass.async_add_executor_job(
-            _write_file, self._pictures_dir / f"{kind}.jpg", content
-        ).add_done_callback(lambda _done: self._schedule_save())
+        path = self._pictures_dir / f"{kind}.jpg"
+
+        def written(done: asyncio.Future[None]) -> None:
+            if (err := done.exception()) is not None:
+                LOGGER.warning("Cannot keep the %s picture in %s: %s", kind, path, err)
+                return
+            self._schedule_save()
+
+        self._hass.async_add_executor_job(_write_file, path, content).add_done_callback(
+            written
+        )
         self.async_write_state()
 
     @property

@@ -144,10 +144,12 @@ class XiaozhiRuntime:
     def available(self) -> bool:
         """Return True when entities should show their state.
 
-        A device away after Home Assistant ended its conversation is expected
-        to be away: its entities keep their last state. With keep-alive, a
-        device that dropped by itself is unavailable; without it, the device
-        connects only when it is used and entities keep their state too.
+        A device away as planned (its conversation ended, or a WebSocket
+        device hung up after one) keeps its entities' last state. With
+        keep-alive, a device that dropped otherwise (an MQTT link lost, a
+        WebSocket that never came back after a restart of Home Assistant) is
+        unavailable; without keep-alive the device connects only when it is
+        used and entities keep their state too.
         """
         return (
             self.connected or self.entry_data.expected_disconnect or not self.keepalive

@@ -407,6 +407,11 @@ async def test_the_wake_word_is_reported(
     voice.tts.seconds = 0.2
     await talker.wake("Hi ESP", SPEECH)
     await closed(talker)
+    wake_word = er.async_get(hass).async_get_entity_id(
+        "sensor", DOMAIN, f"{MAC}-wake_word"
+    )
+    assert wake_word is not None
+    assert hass.states.get(wake_word).state == "Hi ESP"
     client = await hass_ws_client(hass)
     await client.send_json_auto_id(
         {"type": "assist_satellite/get_configuration", "entity_id": satellite_id(hass)}

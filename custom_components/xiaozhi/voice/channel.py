@@ -3,8 +3,9 @@
 The runtime hands one channel per session to whoever speaks through the
 device (the Assist satellite, announcements, the pairing code). Every method
 raises only translated Home Assistant errors (:class:`DeviceUnavailableError`
-once the link is gone), and the channel records into the entry data what the
-device was shown: what it heard, what it answered, and when it speaks.
+once the link is gone); the channel records into the entry data what the
+device heard and answered, and fires an event when it starts and stops
+speaking.
 """
 
 from collections.abc import Callable
@@ -62,11 +63,6 @@ class VoiceChannel:
     def frame_duration(self) -> int:
         """Return the length of one audio frame to the device, in ms."""
         return self._session.frame_duration
-
-    @property
-    def listen_mode(self) -> str | None:
-        """Return how the device listens in this conversation, if known."""
-        return self._entry_data.listen_mode if self._entry_data else None
 
     @device_command
     async def async_start_speaking(self) -> None:
