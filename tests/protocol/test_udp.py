@@ -134,6 +134,73 @@ async def test_attacks_are_dropped(endpoint: UdpEndpoint) -> None:
     assert channel.stats.dropped == {"sequence": 1, "not_opus": 1, "source": 1}
 
 
+async def test_a_spoofer_on_the_devices_address_cannot_take_the_channel(
+    endpoint: UdpEndpoint,
+) -> None:
+    """300 packets from another port of the device's IP: the device is heard.
+
+    The spoofer sends garbage with sequences near 2^32, and packets as lucky
+    as they could ever be (right key, plausible Opus, plausible sequences),
+    before and between the device's. The device's audio all gets through in
+    order, and replies go to the device.
+    """
+    channel, device, heard = await _open(endpoint)
+    assert endpoint.port is not None
+    target = ("127.0.0.1", endpoint.port)
+
+    arrived = asyncio.Event()
+    take = endpoint.datagram_received
+
+    def datagram_received(data: bytes, addr: tuple[str | object, int]) -> None:
+        take(data, addr)
+        arrived.set()
+
+    endpoint.datagram_received = datagram_received  # type: ignore[method-assign]
+
+    async def spoof(packet: bytes) -> None:
+        # One at a time, read before the next: loopback drops a burst.
+        arrived.clear()
+        spoofer.sendto(packet, target)
+        await asyncio.wait_for(arrived.wait(), 2)
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as spoofer:
+        spoofer.bind(("127.0.0.1", 0))
+        for sequence in range(2**32 - 150, 2**32):  # raise the floor
+            await spoof(
+                pack_packet(
+                    bytes(16),
+                    FRAMES[0],
+                    ssrc=channel.ssrc,
+                    timestamp=0,
+                    sequence=sequence,
+                )
+            )
+        # Lucky: decrypts to 60 ms of Opus (random bytes do now and then, so
+        # never many in a row).
+        for sequence in range(1, 161, 2):
+            await spoof(
+                pack_packet(
+                    channel.key,
+                    FRAMES[1],
+                    ssrc=channel.ssrc,
+                    timestamp=0,
+                    sequence=sequence,
+                )
+            )
+        spoofed = [heard.get_nowait() for _ in range(80)]
+        assert spoofed == [FRAMES[1]] * 80
+        for packet in FRAMES + FRAMES + FRAMES:
+            assert device.channel.send(packet)
+        received = [
+            await asyncio.wait_for(heard.get(), 2) for _ in range(3 * len(FRAMES))
+        ]
+    assert received == FRAMES + FRAMES + FRAMES
+    assert channel.stats.dropped == {"sequence": 150}
+    # The device's stream is consecutive: replies go to it.
+    channel.send(FRAMES[0], timestamp=0)
+    assert await asyncio.wait_for(device.received.get(), 2) == FRAMES[0]
+
+
 def test_flood_is_rate_limited(monkeypatch: pytest.MonkeyPatch) -> None:
     """A burst beyond the bucket is dropped; tokens come back with time."""
     monkeypatch.setattr(udp, "BURST", 10.0)

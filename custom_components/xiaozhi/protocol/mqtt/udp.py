@@ -10,9 +10,12 @@ The server hello gives the device a key and a nonce per audio channel. The
 device keeps bytes 0, 1 and 4-7 of the nonce (so the ssrc is ours to choose
 and routes its packets here) and writes length, timestamp and sequence into
 the rest. Nothing authenticates a packet, so the endpoint drops what does not
-fit: a wrong length, an unknown ssrc, a source other than the device, a
-sequence that does not rise, a payload that decrypts to no Opus packet, or
-more packets than a microphone makes.
+fit: a wrong length, an unknown ssrc, a source other than the device's IP, a
+sequence that does not rise or jumps ahead, a payload that decrypts to no
+Opus packet, or more packets than a microphone makes. Each source port keeps
+its own sequence and rate, and replies move to another port only after a run
+of consecutive audio from it, so that a spoofer on the device's own IP cannot
+take the channel.
 
 Known weakness of the firmware's scheme: the sequence sits in the counter's
 lowest bytes, so consecutive uplink packets reuse keystream (block 1 of
@@ -44,6 +47,15 @@ MAX_PAYLOAD: Final = MAX_DATAGRAM - HEADER_SIZE
 # wake-word pre-roll arrives as a burst of about 33.
 RATE_PER_SECOND: Final = 100.0
 BURST: Final = 100.0
+# The sequence rises by one a packet: a jump of more than a minute of audio
+# is not the device (it restarts its count with every channel).
+MAX_SEQUENCE_JUMP: Final = 1000
+# Source ports of the device's IP remembered per channel.
+MAX_SOURCES: Final = 4
+# Replies move to another port after this many audio packets in a row with
+# consecutive sequences: the device's stream. Random bytes pass for Opus now
+# and then, but hardly five times running.
+RUN_TO_MOVE: Final = 5
 
 
 def crypt(key: bytes, header: bytes, payload: bytes) -> bytes:
@@ -155,6 +167,29 @@ class ChannelStats:
         self.dropped[reason] = self.dropped.get(reason, 0) + 1
 
 
+class _Source:
+    """What one source port of the device's IP has sent on a channel."""
+
+    __slots__ = ("accepted", "last_sequence", "refilled", "run", "tokens")
+
+    def __init__(self) -> None:
+        self.last_sequence = 0
+        self.accepted = 0
+        self.run = 0  # audio packets accepted in a row, sequences consecutive
+        self.tokens = BURST
+        self.refilled = time.monotonic()
+
+    def allowed(self) -> bool:
+        """Take a token of the rate limit; False when there is none."""
+        now = time.monotonic()
+        self.tokens = min(BURST, self.tokens + (now - self.refilled) * RATE_PER_SECOND)
+        self.refilled = now
+        if self.tokens < 1:
+            return False
+        self.tokens -= 1
+        return True
+
+
 class AudioChannel:
     """One device's audio channel: its key, its counters, its address."""
 
@@ -180,10 +215,8 @@ class AudioChannel:
         self.address: tuple[str, int] | None = None
         self.frame_ms = frame_ms
         self._on_audio = on_audio
-        self._last_sequence = 0
+        self._sources: dict[tuple[str, int], _Source] = {}
         self._sequence = 0
-        self._tokens = BURST
-        self._refilled = time.monotonic()
         self.stats = ChannelStats()
         self.closed = False
 
@@ -197,38 +230,40 @@ class AudioChannel:
             "encryption": "aes-128-ctr",
         }
 
-    def _allowed(self) -> bool:
-        now = time.monotonic()
-        self._tokens = min(
-            BURST, self._tokens + (now - self._refilled) * RATE_PER_SECOND
-        )
-        self._refilled = now
-        if self._tokens < 1:
-            return False
-        self._tokens -= 1
-        return True
-
     def receive(
         self, data: bytes, header: PacketHeader, address: tuple[str, int]
     ) -> None:
-        """Take a packet with this channel's ssrc; drop what does not fit."""
+        """Take a packet with this channel's ssrc; drop what does not fit.
+
+        Each source port of the device's IP keeps its own sequence floor and
+        rate, so that packets from another port (a spoofer on the device's
+        address, or the device's old port) cannot starve or block the real
+        stream. Replies go to the first source heard, and move to another
+        only once it has sent a run of consecutive audio packets.
+        """
         stats = self.stats
         stats.received += 1
+        source = self._sources.get(address) if address[0] == self.device_ip else None
+        if source is None and address[0] == self.device_ip:
+            source = self._add_source(address)
         reason = None
-        if address[0] != self.device_ip or (
-            self.address is not None and address != self.address
-        ):
+        if source is None:
             reason = "source"
-        elif header.sequence <= self._last_sequence:
+        elif (
+            not source.last_sequence
+            < header.sequence
+            <= (source.last_sequence + MAX_SEQUENCE_JUMP)
+        ):
             reason = "sequence"
-        elif not self._allowed():
+        elif not source.allowed():
             reason = "rate"
         if reason is None:
             payload = crypt(self.key, data[:HEADER_SIZE], data[HEADER_SIZE:])
             duration = opus_duration_ms(payload) if payload else self.frame_ms
             if duration is None or (self.frame_ms and duration != self.frame_ms):
                 reason = "not_opus"
-        if reason is not None:
+        if reason is not None or source is None:
+            reason = reason or "source"
             if reason not in stats.dropped:
                 _LOGGER.debug(
                     "Dropping UDP packets of ssrc %08x from %s (%s)",
@@ -238,10 +273,27 @@ class AudioChannel:
                 )
             stats.drop(reason)
             return
-        self._last_sequence = header.sequence
-        self.address = address
+        consecutive = header.sequence == source.last_sequence + 1
+        source.run = source.run + 1 if consecutive else 1
+        source.last_sequence = header.sequence
+        source.accepted += 1
+        if self.address is None or (
+            address != self.address and source.run >= RUN_TO_MOVE
+        ):
+            self.address = address
         stats.accepted += 1
         self._on_audio(payload)
+
+    def _add_source(self, address: tuple[str, int]) -> _Source:
+        if len(self._sources) >= MAX_SOURCES:
+            # Forget the source with the least audio (never the reply address).
+            weakest = min(
+                (known for known in self._sources if known != self.address),
+                key=lambda known: self._sources[known].accepted,
+            )
+            del self._sources[weakest]
+        source = self._sources[address] = _Source()
+        return source
 
     def send(self, payload: bytes, timestamp: int) -> None:
         """Send one Opus packet to the device; ConnectionError if it cannot be."""
