@@ -453,20 +453,22 @@ def _free_port(kind: int = socket.SOCK_STREAM) -> int:
 async def test_device_options(
     hass: HomeAssistant, init_integration: MockConfigEntry
 ) -> None:
-    """A device's options set its command timeout and keep-alive, nothing else."""
+    """A device's options: command timeout, keep-alive, tools for the agent."""
     entry = init_integration
     result = await hass.config_entries.options.async_init(entry.entry_id)
     assert result["type"] is FlowResultType.FORM
     assert result["step_id"] == "device"
     # The dialog says which device it is for.
     assert result["description_placeholders"]["name"] == entry.title
+    options = {CONF_CALL_TIMEOUT: 12, CONF_KEEPALIVE: False, "agent_tools": False}
     result = await hass.config_entries.options.async_configure(
-        result["flow_id"], {CONF_CALL_TIMEOUT: 12, CONF_KEEPALIVE: False}
+        result["flow_id"], options
     )
     assert result["type"] is FlowResultType.CREATE_ENTRY
-    assert entry.options == {CONF_CALL_TIMEOUT: 12, CONF_KEEPALIVE: False}
+    assert entry.options == options
     assert entry.runtime_data.call_timeout == 12
     assert entry.runtime_data.keepalive is False
+    assert entry.runtime_data.offers_agent_tools is False
 
 
 @pytest.mark.parametrize("field", ["mqtt_port", "udp_port"])

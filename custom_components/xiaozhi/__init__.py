@@ -17,6 +17,7 @@ from homeassistant.helpers.typing import ConfigType
 from .const import DOMAIN
 from .domain_data import DATA_KEY, XiaozhiDomainData
 from .entry_data import device_store, pictures_dir
+from .limits import async_clear_all
 from .pairing.identity import async_check_bound, async_forget
 from .pairing.manager import PairingManager
 from .runtime import XiaozhiConfigEntry, XiaozhiRuntime
@@ -148,3 +149,4 @@ async def async_remove_entry(hass: HomeAssistant, entry: ConfigEntry) -> None:
         partial(shutil.rmtree, pictures_dir(hass, entry.entry_id), ignore_errors=True)
     )
     async_forget(hass, entry)
+    async_clear_all(hass, entry.entry_id)

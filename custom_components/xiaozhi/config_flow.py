@@ -32,6 +32,7 @@ from homeassistant.helpers.typing import DiscoveryInfoType
 import probatio
 
 from .const import (
+    CONF_AGENT_TOOLS,
     CONF_BOARD,
     CONF_CALL_TIMEOUT,
     CONF_CLIENT_ID,
@@ -39,6 +40,7 @@ from .const import (
     CONF_KEEPALIVE,
     CONF_MAC,
     CONF_TOKEN,
+    DEFAULT_AGENT_TOOLS,
     DEFAULT_CALL_TIMEOUT,
     DEFAULT_KEEPALIVE,
     DOMAIN,
@@ -94,6 +96,7 @@ DEVICE_OPTIONS_SCHEMA: Final = probatio.Schema(
             )
         ),
         probatio.Required(CONF_KEEPALIVE): BooleanSelector(),
+        probatio.Required(CONF_AGENT_TOOLS): BooleanSelector(),
     }
 )
 
@@ -436,6 +439,7 @@ class DeviceOptionsFlow(OptionsFlow):
         suggested = {
             CONF_CALL_TIMEOUT: DEFAULT_CALL_TIMEOUT,
             CONF_KEEPALIVE: DEFAULT_KEEPALIVE,
+            CONF_AGENT_TOOLS: DEFAULT_AGENT_TOOLS,
             **self.config_entry.options,
         }
         return self.async_show_form(

@@ -11,6 +11,7 @@ way through :attr:`XiaozhiRuntime.commands` and the session's
 
 import asyncio
 from collections.abc import Coroutine
+from itertools import islice
 import logging
 from typing import Any, Protocol
 
@@ -22,11 +23,13 @@ from homeassistant.util import dt as dt_util
 
 from .commands import DeviceCommands
 from .const import (
+    CONF_AGENT_TOOLS,
     CONF_BOARD,
     CONF_CALL_TIMEOUT,
     CONF_FIRMWARE,
     CONF_KEEPALIVE,
     CONF_MAC,
+    DEFAULT_AGENT_TOOLS,
     DEFAULT_CALL_TIMEOUT,
     DEFAULT_KEEPALIVE,
     DOMAIN,
@@ -38,6 +41,12 @@ from .const import (
 )
 from .entry_data import LinkInfo, XiaozhiEntryData
 from .errors import not_connected
+from .limits import (
+    ISSUE_TOO_MANY_TOOLS,
+    MAX_DEVICE_TOOLS,
+    async_clear_cut,
+    async_report_cut,
+)
 from .protocol import (
     CloseReason,
     DeviceEvent,
@@ -45,6 +54,7 @@ from .protocol import (
     DeviceSession,
     DeviceStatus,
     Link,
+    Tool,
 )
 from .texts import async_device_text
 from .voice.channel import VoiceChannel
@@ -159,6 +169,11 @@ class XiaozhiRuntime:
     def call_timeout(self) -> float:
         """Return the tool call timeout chosen in the options."""
         return float(self.entry.options.get(CONF_CALL_TIMEOUT, DEFAULT_CALL_TIMEOUT))
+
+    @property
+    def offers_agent_tools(self) -> bool:
+        """Return True when the device's tools are offered to the agent."""
+        return bool(self.entry.options.get(CONF_AGENT_TOOLS, DEFAULT_AGENT_TOOLS))
 
     @property
     def keepalive(self) -> bool:
@@ -291,7 +306,7 @@ class XiaozhiRuntime:
             dr.async_get(self.hass).async_update_device(
                 data.device_id, model=data.board, sw_version=data.firmware
             )
-        data.async_set_tools(session.tools)
+        self._take_tools(session.tools)
         if session.status is not None:
             data.async_set_status(DeviceStatus.from_json(session.status))
         first = data.connects == 0
@@ -309,7 +324,24 @@ class XiaozhiRuntime:
     def session_tools(self, session: DeviceSession) -> None:
         """Take a fresh tool list."""
         if session is self.session:
-            self.entry_data.async_set_tools(session.tools)
+            self._take_tools(session.tools)
+
+    @callback
+    def _take_tools(self, tools: dict[str, Tool]) -> None:
+        """Keep the device's first tools, as many as a device may bring."""
+        entry_id = self.entry.entry_id
+        if len(tools) > MAX_DEVICE_TOOLS:
+            async_report_cut(
+                self.hass,
+                entry_id,
+                self.name,
+                ISSUE_TOO_MANY_TOOLS,
+                {"count": str(len(tools)), "limit": str(MAX_DEVICE_TOOLS)},
+            )
+            tools = dict(islice(tools.items(), MAX_DEVICE_TOOLS))
+        else:
+            async_clear_cut(self.hass, entry_id, ISSUE_TOO_MANY_TOOLS)
+        self.entry_data.async_set_tools(tools)
 
     @callback
     def session_status(self, session: DeviceSession, status: dict[str, Any]) -> None:
