@@ -542,6 +542,45 @@ async def test_waiting_logins_are_capped_per_address(
         writer.close()
 
 
+async def test_a_flood_from_16_addresses_never_locks_out_a_quiet_one(
+    endpoint: Endpoint,
+) -> None:
+    """16 addresses fill every waiting slot; a device elsewhere logs in at once.
+
+    Each flooding address opens as many idle connections as it may; once all
+    slots are taken, each newcomer pushes out the oldest connection of the
+    busiest address. The device on a quiet address gets in on its first try.
+    """
+    server, auth = endpoint
+    assert server.port is not None
+    flood: list[asyncio.StreamWriter] = []
+    per_address = mqtt_server.MAX_PENDING // 16 + 8  # more than a fair share
+    for host in range(2, 18):
+        for _ in range(per_address):
+            _reader, writer = await asyncio.open_connection(
+                "127.0.0.1", server.port, local_addr=(f"127.0.0.{host}", 0)
+            )
+            flood.append(writer)
+    # The endpoint takes connections in the order they came: the flood's first.
+    started = asyncio.get_running_loop().time()
+    reader, writer = await asyncio.open_connection(
+        "127.0.0.1", server.port, local_addr=("127.0.0.200", 0)
+    )
+    writer.write(
+        encode_connect(
+            Connect(client_id="dev", username="u", password=PASSWORD.encode())
+        )
+    )
+    assert await reader.readexactly(4) == encode_connack(ConnectReturn.ACCEPTED)
+    took = asyncio.get_running_loop().time() - started
+    assert [device.identity for device in auth.devices] == ["dev"]
+    assert took < 1.0
+    # The device took the slot of the busiest address's oldest connection.
+    assert server.connections == mqtt_server.MAX_PENDING
+    for each in [*flood, writer]:
+        each.close()
+
+
 async def test_banned_address_is_closed_before_it_speaks(
     endpoint: Endpoint,
 ) -> None:

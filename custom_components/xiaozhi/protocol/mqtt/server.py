@@ -315,23 +315,46 @@ class MqttServer:
             self._server = None
 
     def accept(self, connection: MqttConnection) -> bool:
-        """Take a new connection, unless its address is refused or we are full."""
+        """Take a new connection, unless its address is refused or we are full.
+
+        Connections that have not logged in yet are bounded per address and
+        in all. When all the waiting slots are taken, the oldest waiting
+        connection of the busiest address makes room: a flood from a few
+        addresses never locks out a device on another one.
+        """
         peer = connection.peer
-        if (
-            len(self._connections) >= self.max_connections
-            or self._pending.total() >= MAX_PENDING
-            or self._pending[peer] >= MAX_PENDING_PER_ADDRESS
-        ):
-            if len(self._connections) >= self.max_connections:
-                self._warn_full()
-            else:  # a flood of logins that never come: not worth a warning
-                _LOGGER.debug("Refusing MQTT connection from %s: too many", peer)
+        if self._pending[peer] >= MAX_PENDING_PER_ADDRESS:
+            # A flood of logins that never come: not worth a warning.
+            _LOGGER.debug("Refusing MQTT connection from %s: too many", peer)
+            return False
+        if len(self._connections) >= self.max_connections:
+            self._warn_full()
             return False
         if not self.authenticator.allowed(peer):
             return False
+        if self._pending.total() >= MAX_PENDING:
+            self._evict_waiting()
         self._connections.add(connection)
         self._pending[peer] += 1
         return True
+
+    def _evict_waiting(self) -> None:
+        """Drop the oldest connection of the address with the most waiting."""
+        busiest, _count = self._pending.most_common(1)[0]
+        victim = min(
+            (
+                waiting
+                for waiting in self._connections
+                if waiting.peer == busiest and not waiting.logged_in
+            ),
+            key=lambda waiting: waiting.accepted,
+            default=None,
+        )
+        if victim is None:  # pragma: no cover - every waiting one is counted
+            return
+        _LOGGER.debug("Dropping a waiting MQTT connection from %s: room", busiest)
+        self.forget(victim)
+        victim.abort()
 
     def _warn_full(self) -> None:
         now = time.monotonic()
