@@ -135,29 +135,36 @@ async def test_codes_and_cards_expire_together(
     assert pairing.check_code(MAC, "123456") == (CodeCheck.EXPIRED, None)
 
 
-async def test_total_cap_refuses_whoever_comes_next(
+async def test_when_full_the_busiest_address_makes_room(
     hass: HomeAssistant, caplog: pytest.LogCaptureFixture
 ) -> None:
+    """The oldest identity of the address with the most waiting goes first."""
     caplog.set_level(logging.WARNING)
     pairing = PairingManager(hass)
-    with patch("custom_components.xiaozhi.pairing.manager.MAX_PENDING_DEVICES", 2):
+    with (
+        patch("custom_components.xiaozhi.pairing.manager.MAX_PENDING_DEVICES", 3),
+        patch.object(pairing, "_abort_discovery") as abort,
+    ):
         check_in(pairing, "one", mac="aa:00:00:00:00:01", address="10.0.0.1")
         check_in(pairing, "two", mac="aa:00:00:00:00:02", address="10.0.0.2")
-        for _ in range(3):
-            assert (
-                pairing.check_in(
-                    mac="aa:00:00:00:00:03",
-                    client_id="three",
-                    address="10.0.0.3",
-                    board="box",
-                    firmware="2.0",
-                )
-                is None
-            )
-    warnings = [r.getMessage() for r in caplog.records if "10.0.0.3" in r.getMessage()]
-    assert warnings == [
-        "Refusing to pair a device from 10.0.0.3: 2 devices already wait to be paired"
+        check_in(pairing, "three", mac="aa:00:00:00:00:03", address="10.0.0.2")
+        quiet = check_in(pairing, "four", mac="aa:00:00:00:00:04", address="10.0.0.3")
+        check_in(pairing, "five", mac="aa:00:00:00:00:05", address="10.0.0.4")
+    # "four" took the place of the oldest of 10.0.0.2; then every address
+    # had one, and "five" took the oldest of all ("one").
+    assert pairing.pending_for("aa:00:00:00:00:02") == []
+    assert pairing.pending_for("aa:00:00:00:00:01") == []
+    for mac in ("aa:00:00:00:00:03", "aa:00:00:00:00:04", "aa:00:00:00:00:05"):
+        assert pairing.pending_for(mac)
+    assert pairing.find_code(quiet)[1] is not None
+    assert [call.args[0] for call in abort.call_args_list] == [
+        "aa:00:00:00:00:02",
+        "aa:00:00:00:00:01",
     ]
+    warnings = [
+        r.getMessage() for r in caplog.records if "forgetting" in r.getMessage()
+    ]
+    assert len(warnings) == 1  # once per code lifetime, not per newcomer
     pairing.shutdown()
 
 

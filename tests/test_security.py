@@ -4,6 +4,7 @@ Two paired devices are loaded side by side so that each refusal is also a
 proof that one device's credentials never open, replace or feed another's.
 """
 
+import asyncio
 from collections.abc import Callable
 from ipaddress import ip_address
 import logging
@@ -12,7 +13,7 @@ from typing import Any
 from aiohttp import FormData, WSServerHandshakeError
 from aiohttp.test_utils import TestClient
 from freezegun.api import FrozenDateTimeFactory
-from homeassistant.config_entries import SOURCE_RECONFIGURE
+from homeassistant.config_entries import SOURCE_RECONFIGURE, SOURCE_USER
 from homeassistant.core import HomeAssistant
 from homeassistant.data_entry_flow import FlowResultType, UnknownFlow
 from homeassistant.setup import async_setup_component
@@ -393,3 +394,41 @@ async def test_tokens_never_reach_logs_or_diagnostics(
     )
     for secret in snapshot_tokens:
         assert secret not in integration_log
+
+
+async def test_a_pairing_flood_from_16_addresses_leaves_room_for_a_quiet_one(
+    hass: HomeAssistant, behind_proxy: None, client: TestClient[Any, Any]
+) -> None:
+    """16 addresses fill every waiting place; a device elsewhere still pairs.
+
+    Each flooding address keeps as many identities waiting as it may; the
+    real device, on another address, gets its code on its first check-in and
+    the user pairs it with that code.
+    """
+    loop = asyncio.get_running_loop()
+    for host in range(16):
+        for number in range(4):
+            mac = f"02:00:00:00:{host:02x}:{number:02x}"
+            response = await client.post(
+                URL_OTA,
+                json=system_info(mac),
+                headers=device_headers(mac, **{"X-Forwarded-For": f"10.9.{host}.1"}),
+            )
+            assert response.status == 200
+    started = loop.time()
+    response = await client.post(
+        URL_OTA,
+        json=system_info(),
+        headers=device_headers(**{"X-Forwarded-For": "192.168.7.7"}),
+    )
+    assert response.status == 200
+    code = (await response.json())["activation"]["code"]
+    result = await hass.config_entries.flow.async_init(
+        DOMAIN, context={"source": SOURCE_USER}
+    )
+    result = await hass.config_entries.flow.async_configure(
+        result["flow_id"], {"code": code}
+    )
+    assert result["type"] is FlowResultType.CREATE_ENTRY
+    assert result["result"].unique_id == MAC
+    assert loop.time() - started < 1.0

@@ -8,11 +8,12 @@ is its own choice: it is shown only as a cleaned board identifier.
 """
 
 import asyncio
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 import hmac
+import logging
 import re
 import secrets
 import time
@@ -163,6 +164,7 @@ class PairingManager:
         self._pending: dict[tuple[str, str], PendingDevice] = {}
         self._attempts: defaultdict[str, int] = defaultdict(int)
         self._code_misses = 0  # codes typed in the user's flow, any device
+        self._evicted_at = -CODE_TTL
         self._refused: dict[str, float] = {}
 
     def get(self, mac: str, client_id: str) -> PendingDevice | None:
@@ -221,22 +223,21 @@ class PairingManager:
         paired device may be that device after a factory reset: its card
         offers to pair it again.
 
-        Returns None when its address, or everyone together, already has too
-        many devices waiting: that address is refused, not the others.
+        Returns None when its address already has too many devices waiting.
+        When everyone together has, the oldest identity of the busiest
+        address makes room: a flood from some addresses never locks out a
+        device on another.
         """
         pending = self.get(mac, client_id)
         if pending is not None:
             pending.board, pending.firmware = board, firmware
             return pending
-        from_address = sum(
-            1 for item in self._pending.values() if item.address == address
-        )
-        if (
-            from_address >= MAX_PENDING_PER_ADDRESS
-            or len(self._pending) >= MAX_PENDING_DEVICES
-        ):
-            self._refuse(address, from_address)
+        waiting = Counter(item.address for item in self._pending.values())
+        if waiting[address] >= MAX_PENDING_PER_ADDRESS:
+            self._refuse(address, waiting[address])
             return None
+        if len(self._pending) >= MAX_PENDING_DEVICES:
+            self._evict(waiting.most_common(1)[0][0])
         pending = PendingDevice(
             mac=mac,
             client_id=client_id,
@@ -261,20 +262,34 @@ class PairingManager:
         if self._refused.get(address, -CODE_TTL) + CODE_TTL > now:
             return
         self._refused[address] = now
-        if from_address >= MAX_PENDING_PER_ADDRESS:
-            LOGGER.warning(
-                "Refusing to pair more devices from %s: %d from there already wait "
-                "to be paired; more are refused until their codes expire",
-                address,
-                from_address,
-            )
-        else:
-            LOGGER.warning(
-                "Refusing to pair a device from %s: %d devices already wait to be "
-                "paired",
-                address,
-                len(self._pending),
-            )
+        LOGGER.warning(
+            "Refusing to pair more devices from %s: %d from there already wait "
+            "to be paired; more are refused until their codes expire",
+            address,
+            from_address,
+        )
+
+    def _evict(self, address: str) -> None:
+        """Forget the identity of ``address`` that has waited longest."""
+        oldest = min(
+            (item for item in self._pending.values() if item.address == address),
+            key=lambda item: item.expires,
+        )
+        now = time.monotonic()
+        level = logging.DEBUG
+        if self._evicted_at + CODE_TTL <= now:  # once per code lifetime
+            self._evicted_at, level = now, logging.WARNING
+        LOGGER.log(
+            level,
+            "%d devices wait to be paired; forgetting the oldest from %s, "
+            "the address with the most",
+            len(self._pending),
+            address,
+        )
+        self._drop(oldest.key)
+        if not any(other[0] == oldest.mac for other in self._pending):
+            self._attempts.pop(oldest.mac, None)
+            self._abort_discovery(oldest.mac)
 
     def _arm(self, pending: PendingDevice) -> None:
         if pending.timer is not None:
