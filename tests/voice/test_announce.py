@@ -2,8 +2,9 @@
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
-from homeassistant.components import assist_satellite
+from homeassistant.components import assist_satellite, persistent_notification
 from homeassistant.core import HomeAssistant
 from homeassistant.exceptions import HomeAssistantError
 from homeassistant.helpers import intent
@@ -302,11 +303,18 @@ async def test_timers_show_and_finish(
 
 
 async def test_timer_finishing_while_away_still_fires(
-    hass: HomeAssistant, voice: Voice, init_integration: MockConfigEntry
+    hass: HomeAssistant,
+    voice: Voice,
+    init_integration: MockConfigEntry,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     """The device is away: nothing to show, the event fires all the same."""
     device_id = init_integration.runtime_data.entry_data.device_id
     events = async_capture_events(hass, EVENT_XIAOZHI)
+    notified: dict[str, Any] = {}
+    persistent_notification.async_register_callback(
+        hass, lambda _kind, notes: notified.update(notes)
+    )
     finished = asyncio.Event()
     init_integration.runtime_data.entry_data.async_subscribe_events(
         lambda event: finished.set() if event.type == "timer_finished" else None
@@ -321,3 +329,9 @@ async def test_timer_finishing_while_away_still_fires(
     await asyncio.wait_for(finished.wait(), 5)
     await hass.async_block_till_done()
     assert [event.data["type"] for event in events] == ["timer_finished"]
+    # Nobody heard it: the log and a notification say so (no leading space
+    # for a timer without a name).
+    assert "Timer finished, but the device is not connected" in caplog.text
+    (notification,) = notified.values()
+    assert notification["title"] == init_integration.title
+    assert notification["message"].startswith("Timer finished on ")

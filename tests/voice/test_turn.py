@@ -101,6 +101,10 @@ async def test_reply_messages_in_order_and_paced(
     assert talker.stt_texts == ["turn on the lights"]
     assert talker.tts_sentences == ["Sure, done 😊"]
     assert talker.state.emotion == "happy"  # from the reply's emoji
+    # Clients that show the llm frame's text (xiaozhi-sdk) get the emoji too.
+    faces = [frame for frame in talker.received if frame["type"] == "llm"]
+    assert [(face["emotion"], face["text"]) for face in faces][-1] == ("happy", "😊")
+    assert all(face["text"] for face in faces)
     record = talker.speaker.record
     assert record.dropped == 0
     assert abs(record.played * FRAME - 2.0) <= FRAME

@@ -4,6 +4,7 @@ from typing import Final
 
 # Emoji an agent puts in its reply, and the face they stand for.
 _EMOJI_EMOTIONS: Final = {
+    "😶": "neutral",
     "😊": "happy",
     "🙂": "happy",
     "😀": "happy",
@@ -50,3 +51,14 @@ def emotion_for(text: str, *, failed: bool = False, acted: bool = False) -> str:
     if failed:
         return "confused"
     return "happy" if acted else "neutral"
+
+
+# The emoji of each face, for clients that show the ``llm`` frame's text.
+_EMOTION_EMOJI: Final = {
+    emotion: emoji for emoji, emotion in reversed(_EMOJI_EMOTIONS.items())
+}
+
+
+def emoji_for(emotion: str) -> str:
+    """Return an emoji for a face (the neutral one for a face without)."""
+    return _EMOTION_EMOJI.get(emotion, "😶")

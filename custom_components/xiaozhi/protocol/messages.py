@@ -7,6 +7,7 @@ from typing import Any, Final, Self
 import orjson
 
 from .audio import FRAME_DURATION_MS, SPEAKER_SAMPLE_RATE
+from .emotions import emoji_for
 from .errors import ProtocolError
 
 # A tools/list page is about 8 KB and a tool result rarely more; pictures go
@@ -217,5 +218,14 @@ def stt_frame(session_id: str, text: str) -> dict[str, Any]:
 
 
 def llm_frame(session_id: str, emotion: str) -> dict[str, Any]:
-    """Build an ``llm`` frame: the device shows an emotion."""
-    return {"session_id": session_id, "type": "llm", "emotion": emotion}
+    """Build an ``llm`` frame: the device shows an emotion.
+
+    The firmware reads ``emotion``; clients such as xiaozhi-sdk also want
+    ``text``, the emoji of that emotion.
+    """
+    return {
+        "session_id": session_id,
+        "type": "llm",
+        "text": emoji_for(emotion),
+        "emotion": emotion,
+    }

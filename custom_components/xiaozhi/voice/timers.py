@@ -1,13 +1,19 @@
-"""Timers set through a device: shown on it, and announced when they finish."""
+"""Timers set through a device: shown on it, and announced when they finish.
+
+A timer that finishes while the device cannot be told (a WebSocket device
+between conversations) still fires its event; the log and a persistent
+notification say so.
+"""
 
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Protocol
 
+from homeassistant.components import persistent_notification
 from homeassistant.components.intent import TimerEventType, TimerInfo
 from homeassistant.core import HomeAssistant, callback
 from homeassistant.exceptions import HomeAssistantError
 
-from ..const import LOGGER
+from ..const import DOMAIN, LOGGER
 from ..errors import DeviceUnavailableError
 from ..texts import async_device_text
 from .channel import VoiceChannel
@@ -23,6 +29,10 @@ class TimerTarget(Protocol):
     @property
     def name(self) -> str:
         """Return the device's name."""
+
+    @property
+    def mac(self) -> str:
+        """Return the device's MAC address."""
 
     @property
     def voice(self) -> VoiceChannel:
@@ -66,15 +76,17 @@ class DeviceTimers:
                 + (timer.start_seconds or 0)
             )
             target.async_signal_timer_finished(name, duration)
+            said = await async_device_text(
+                hass, _keyed("timer_finished", name), {"name": name}
+            )
             if reachable:
                 try:
-                    await self._announce(
-                        message=await async_device_text(
-                            hass, "timer_finished", {"name": name}
-                        )
-                    )
+                    await self._announce(message=said)
                 except HomeAssistantError as err:
-                    LOGGER.debug("%s: timer not announced: %s", target.name, err)
+                    LOGGER.info("%s: timer not announced: %s", target.name, err)
+                    reachable = False
+            if not reachable:
+                await self._async_missed(said)
             return
         if channel is None or not reachable:
             return
@@ -83,7 +95,7 @@ class DeviceTimers:
             "timer_cancelled" if event_type is TimerEventType.CANCELLED else "timer_set"
         )
         text = await async_device_text(
-            hass, key, {"name": name, "time": f"{minutes}:{seconds:02d}"}
+            hass, _keyed(key, name), {"name": name, "time": f"{minutes}:{seconds:02d}"}
         )
         try:
             await channel.async_show_alert(
@@ -91,3 +103,21 @@ class DeviceTimers:
             )
         except HomeAssistantError as err:
             LOGGER.debug("%s: timer not shown: %s", target.name, err)
+
+    async def _async_missed(self, said: str) -> None:
+        """Tell the user a timer rang on a device that could not say so."""
+        target = self._target
+        LOGGER.info("%s: %s, but the device is not connected", target.name, said)
+        persistent_notification.async_create(
+            target.hass,
+            await async_device_text(
+                target.hass, "timer_missed", {"timer": said, "device": target.name}
+            ),
+            title=target.name,
+            notification_id=f"{DOMAIN}_timer_{target.mac}",
+        )
+
+
+def _keyed(key: str, name: str) -> str:
+    """Return the text of a named timer, or of one without a name."""
+    return key if name else f"{key}_unnamed"
