@@ -2,7 +2,7 @@
 
 from typing import Any
 
-from aiohttp import WSServerHandshakeError
+from aiohttp import FormData, WSServerHandshakeError
 from aiohttp.test_utils import TestClient
 from homeassistant.config_entries import (
     SOURCE_IGNORE,
@@ -20,12 +20,15 @@ from custom_components.xiaozhi.const import (
     DOMAIN,
     MAX_OTA_BODY,
     MAX_PENDING_DEVICES,
+    MAX_PENDING_PER_ADDRESS,
     MAX_PHOTO_BYTES,
     URL_ACTIVATE,
     URL_OTA,
     URL_VISION,
     URL_WEBSOCKET,
 )
+from custom_components.xiaozhi.domain_data import DATA_KEY
+from simulator import TINY_JPEG
 from simulator.cli import client_id_for
 
 from .conftest import (
@@ -257,28 +260,29 @@ async def test_vision_refused(
 async def test_ota_caps_pending_pairings(
     hass: HomeAssistant, behind_proxy: None, client: TestClient[Any, Any]
 ) -> None:
-    """Unknown devices beyond the total cap are told to come back later."""
-    for index in range(MAX_PENDING_DEVICES):
-        mac = f"aa:bb:cc:dd:{index // 256:02x}:{index % 256:02x}"
+    """One address waits with 4 devices at most; when all wait, the busiest yields."""
+
+    async def check_in(mac: str, address: str) -> int:
         response = await client.post(
             URL_OTA,
             json=system_info(mac),
-            headers={**device_headers(mac), "X-Forwarded-For": f"10.0.0.{index}"},
+            headers={**device_headers(mac), "X-Forwarded-For": address},
         )
-        assert response.status == 200
-    response = await client.post(
-        URL_OTA,
-        json=system_info("aa:bb:cc:ff:ff:ff"),
-        headers={**device_headers("aa:bb:cc:ff:ff:ff"), "X-Forwarded-For": "10.0.1.1"},
-    )
-    assert response.status == 429
+        return response.status
+
+    for index in range(MAX_PENDING_PER_ADDRESS):
+        assert await check_in(f"aa:bb:cc:dd:01:{index:02x}", "10.0.1.1") == 200
+    assert await check_in("aa:bb:cc:dd:01:ff", "10.0.1.1") == 429
+    for index in range(MAX_PENDING_DEVICES - MAX_PENDING_PER_ADDRESS):
+        mac = f"aa:bb:cc:dd:{index // 256:02x}:{index % 256:02x}"
+        assert await check_in(mac, f"10.0.0.{index}") == 200
+    # Full: a newcomer elsewhere is let in; the oldest of 10.0.1.1 made room.
+    assert await check_in("aa:bb:cc:ff:ff:ff", "10.0.2.1") == 200
+    pairing = hass.data[DATA_KEY].pairing
+    assert pairing.pending_for("aa:bb:cc:dd:01:00") == []
+    assert pairing.pending_for("aa:bb:cc:ff:ff:ff")
     # A device already waiting still gets its code.
-    response = await client.post(
-        URL_OTA,
-        json=system_info("aa:bb:cc:dd:00:00"),
-        headers={**device_headers("aa:bb:cc:dd:00:00"), "X-Forwarded-For": "10.0.0.0"},
-    )
-    assert response.status == 200
+    assert await check_in("aa:bb:cc:dd:00:00", "10.0.0.0") == 200
     await hass.async_block_till_done()
 
 
@@ -327,4 +331,42 @@ async def test_vision_part_over_the_limit_is_refused(
         },
     )
     assert response.status == 413
+    assert runtime.entry_data.last_photo is None
+
+
+@pytest.mark.parametrize(
+    "photo",
+    [
+        b"\xff\xd8\xff<html><script>alert(1)</script></html>",
+        TINY_JPEG[: len(TINY_JPEG) // 2],  # cut short
+    ],
+    ids=["html_behind_a_jpeg_header", "truncated"],
+)
+async def test_vision_upload_must_decode_as_a_picture(
+    hass: HomeAssistant,
+    init_integration: MockConfigEntry,
+    simulators: Any,
+    client: TestClient[Any, Any],
+    photo: bytes,
+) -> None:
+    """Only a picture is kept and served back as image/jpeg."""
+    device = simulators(ws_url=WS_URL, token=TOKEN, camera=True)
+    await device.connect()
+    runtime = init_integration.runtime_data
+    await wait_for_runtime(runtime, lambda d: d.connected)
+    assert runtime.session is not None
+    form = FormData()
+    form.add_field("question", "what is this?")
+    form.add_field("file", photo, filename="camera.jpg", content_type="image/jpeg")
+    response = await client.post(
+        URL_VISION,
+        data=form,
+        headers={
+            "Authorization": f"Bearer {runtime.session.vision_token}",
+            "Device-Id": MAC,
+            "Client-Id": client_id_for(MAC),
+        },
+    )
+    assert response.status == 400
+    assert "not a JPEG picture" in await response.text()
     assert runtime.entry_data.last_photo is None

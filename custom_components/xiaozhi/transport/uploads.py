@@ -8,6 +8,7 @@ once, and a wrong or used one counts as a failed login of its address.
 import asyncio
 from dataclasses import dataclass
 from http import HTTPStatus
+import io
 import secrets
 from typing import Final
 
@@ -15,6 +16,7 @@ from aiohttp import BodyPartReader, web
 from aiohttp.http import HttpProcessingError
 from homeassistant.core import CALLBACK_TYPE, HomeAssistant, callback
 from homeassistant.helpers.http import KEY_HASS, HomeAssistantView
+from PIL import Image
 
 from ..const import (
     LOGGER,
@@ -31,6 +33,8 @@ from .http import bearer_token, client_id, device_mac, error_response
 from .logins import FailedLogins
 
 JPEG_MAGIC: Final = b"\xff\xd8\xff"
+# Far more than any device camera or screen (a 1080p frame is 2 Mpx).
+MAX_PHOTO_PIXELS: Final = 16_000_000
 VISION_ANSWER: Final = "Photo received by Home Assistant."
 
 
@@ -213,7 +217,8 @@ async def _receive_picture(
 ) -> tuple[str, bytes] | web.Response:
     """Return the question and JPEG of an upload, or the error response."""
     try:
-        return await _read_photo(request)
+        question, photo = await _read_photo(request)
+        await request.app[KEY_HASS].async_add_executor_job(_check_jpeg, photo)
     except (ValueError, TypeError) as err:
         LOGGER.warning("%s sent an unusable %s: %s", runtime.name, what, err)
         return error_response(HTTPStatus.BAD_REQUEST, str(err))
@@ -221,6 +226,24 @@ async def _receive_picture(
         return error_response(
             HTTPStatus.REQUEST_ENTITY_TOO_LARGE, f"The {what} is too large"
         )
+
+    return question, photo
+
+
+def _check_jpeg(photo: bytes) -> None:
+    """Raise ValueError unless ``photo`` decodes as a JPEG of a sane size.
+
+    Only a picture is ever served back as ``image/jpeg``: a body with a
+    JPEG's first bytes and anything behind them is refused.
+    """
+    try:
+        with Image.open(io.BytesIO(photo), formats=["JPEG"]) as image:
+            width, height = image.size
+            if width * height > MAX_PHOTO_PIXELS:
+                raise ValueError(f"picture of {width}x{height} is too large")
+            image.load()
+    except (OSError, SyntaxError, Image.DecompressionBombError) as err:
+        raise ValueError(f"file is not a JPEG picture: {err}") from None
 
 
 class _TooLargeError(Exception):
