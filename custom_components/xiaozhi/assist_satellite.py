@@ -235,6 +235,8 @@ class XiaozhiAssistSatellite(XiaozhiEntity, AssistSatelliteEntity):
             channel,
             wake_phrase=self._wake_phrase,
             on_played=self.tts_response_finished,
+            # Called seconds later, when ``turn`` is this turn.
+            on_silent=lambda: self._silent(turn),
         )
         self._wake_phrase = None
         self._turn = turn
@@ -304,6 +306,35 @@ class XiaozhiAssistSatellite(XiaozhiEntity, AssistSatelliteEntity):
         """Pass pipeline events on to the turn they belong to."""
         if self._turn is not None:
             self._turn.on_event(event)
+
+    @callback
+    def _silent(self, turn: VoiceTurn) -> None:
+        """End a turn whose device stopped sending audio; it goes idle.
+
+        Nobody would end it otherwise: the device shows Listening and the
+        satellite listens, for as long as the link lasts. A turn answering
+        Home Assistant's question ends with its audio (no answer) instead.
+        """
+        if turn is not self._turn:
+            return
+        LOGGER.info(
+            "%s stopped sending audio while listened to; ending its turn",
+            self.runtime.name,
+        )
+        if self._answering:
+            turn.end_audio()
+            return
+        self._turn = None
+        turn.cancel()
+        if self._turn_task is not None:
+            self._turn_task.cancel()
+        if self.state != IDLE:
+            self.tts_response_finished()
+        self.runtime.entry.async_create_background_task(
+            self.hass,
+            self._async_end_conversation(),
+            f"xiaozhi end silent turn on {self.runtime.mac}",
+        )
 
     @callback
     def _abort(self, reason: str) -> None:

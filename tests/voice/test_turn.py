@@ -12,6 +12,7 @@ from pytest_homeassistant_custom_component.common import MockConfigEntry
 from pytest_homeassistant_custom_component.typing import WebSocketGenerator
 
 from custom_components.xiaozhi.const import DOMAIN
+from custom_components.xiaozhi.voice import turn as turn_module
 from simulator import SimulatedDevice
 from simulator.voice import dominant_frequency, silence, tone
 from tests.conftest import MAC, MAC2, TOKEN, TOKEN2, WS_URL, wait_for_runtime
@@ -341,6 +342,29 @@ async def test_device_gone_mid_sentence_asks_the_agent_nothing(
     await hass.async_block_till_done()
     assert voice.agent.inputs == []
     assert hass.states.get(satellite_id(hass)).state == "idle"
+
+
+async def test_a_device_that_stops_sending_audio_is_not_left_listening(
+    hass: HomeAssistant,
+    voice: Voice,
+    init_integration: MockConfigEntry,
+    simulators: Callable[..., SimulatedDevice],
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """No audio for a while: the turn ends, the device is let go, all idle."""
+    monkeypatch.setattr(turn_module, "NO_AUDIO_TIMEOUT", 0.5)
+    await voice.use_agent()
+    mute = simulators(ws_url=WS_URL, token=TOKEN, microphone=False)
+    await mute.wake("你好小智")
+    await closed(mute)
+    assert mute.close_reasons == ["server_closed"]
+    runtime = init_integration.runtime_data
+    await wait_for_runtime(runtime, lambda d: d.session is None)
+    await hass.async_block_till_done()
+    assert hass.states.get(satellite_id(hass)).state == "idle"
+    assert voice.agent.inputs == []
+    assert "stopped sending audio while listened to" in caplog.text
 
 
 async def test_push_to_talk(

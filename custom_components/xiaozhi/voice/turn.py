@@ -32,6 +32,9 @@ from .speech import play_audio, stream_pcm
 # Microphone audio waiting for the pipeline: 30 s at 60 ms a frame. The
 # pipeline's voice detection ends speech after 15 s at most.
 MAX_QUEUED_FRAMES: Final = 500
+# A listening device sends a frame every 60 ms. Without one for this long it
+# has stopped (seen with py-xiaozhi for over a minute): the turn ends.
+NO_AUDIO_TIMEOUT: Final = 5.0
 DUPLICATE_WAKE_UP: Final = "duplicate_wake_up_detected"
 
 type Step = Callable[[], Awaitable[None]]
@@ -68,8 +71,13 @@ class VoiceTurn:
         *,
         wake_phrase: str | None,
         on_played: Callable[[], None],
+        on_silent: Callable[[], None] | None = None,
     ) -> None:
-        """Start listening; ``on_played`` is called once the reply has played."""
+        """Start listening; ``on_played`` is called once the reply has played.
+
+        ``on_silent`` is called when the device sends no audio for
+        ``NO_AUDIO_TIMEOUT`` seconds while it is listened to.
+        """
         self.hass = hass
         self.channel = channel
         self.wake_phrase = wake_phrase
@@ -89,20 +97,45 @@ class VoiceTurn:
         self._speaking = False
         self._tts_stopped = False
         self.ended = False
+        self._on_silent = on_silent
+        self._last_audio = self._loop.time()
+        self._watchdog: asyncio.TimerHandle | None = (
+            self._loop.call_later(NO_AUDIO_TIMEOUT, self._check_audio)
+            if on_silent is not None
+            else None
+        )
 
     # --- microphone ------------------------------------------------------
 
     def feed(self, packet: bytes) -> None:
         """Take one Opus packet from the microphone while listening."""
-        if not self.listening or self._audio.qsize() >= MAX_QUEUED_FRAMES:
+        if not self.listening:
             return
-        self._audio.put_nowait(self._decoder.decode(packet))
+        self._last_audio = self._loop.time()
+        if self._audio.qsize() < MAX_QUEUED_FRAMES:
+            self._audio.put_nowait(self._decoder.decode(packet))
 
     def end_audio(self) -> None:
         """Stop listening: the audio stream ends for the pipeline."""
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+            self._watchdog = None
         if self.listening:
             self.listening = False
             self._audio.put_nowait(None)
+
+    def _check_audio(self) -> None:
+        """End a turn whose device stopped sending audio while listened to."""
+        self._watchdog = None
+        if not self.listening or self.ended:
+            return
+        quiet = self._loop.time() - self._last_audio
+        if quiet < NO_AUDIO_TIMEOUT:
+            self._watchdog = self._loop.call_later(
+                NO_AUDIO_TIMEOUT - quiet, self._check_audio
+            )
+        elif self._on_silent is not None:
+            self._on_silent()
 
     async def audio_stream(self) -> AsyncIterator[bytes]:
         """Yield 16 kHz 16-bit mono PCM until listening ends."""
@@ -276,6 +309,9 @@ class VoiceTurn:
 
     def _close(self) -> None:
         self.ended = True
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+            self._watchdog = None
         self._stepper.cancel()
         # What is left will not be sent: nobody may wait for it.
         while not self._steps.empty():
