@@ -47,6 +47,9 @@ from .voice.turn import VoiceTurn
 PARALLEL_UPDATES = 0
 
 ABORT_WAKE_WORD: Final = "wake_word_detected"
+# After an abort by button, how long a client may take to start its next
+# turn before the conversation is ended (one that does, does so at once).
+ABORT_GRACE: Final = 0.5
 IDLE: Final = "idle"  # the satellite's own idle state
 # Home Assistant cancels a turn's pipeline before its own announcement,
 # conversation or question; if none of them reaches the device by then, the
@@ -91,6 +94,7 @@ class XiaozhiAssistSatellite(XiaozhiEntity, AssistSatelliteEntity):
         self._next_turn: asyncio.Future[bool] | None = None
         # The running turn answers an announcement that asked to go on.
         self._answering = False
+        self._turn_started = asyncio.Event()
 
     @override
     async def async_added_to_hass(self) -> None:
@@ -240,6 +244,7 @@ class XiaozhiAssistSatellite(XiaozhiEntity, AssistSatelliteEntity):
         )
         self._wake_phrase = None
         self._turn = turn
+        self._turn_started.set()
         self._answering = self._next_turn is not None and not self._next_turn.done()
         if self._next_turn is not None and not self._next_turn.done():
             self._next_turn.set_result(True)
@@ -338,15 +343,26 @@ class XiaozhiAssistSatellite(XiaozhiEntity, AssistSatelliteEntity):
 
     @callback
     def _abort(self, reason: str) -> None:
-        """Stop speaking at once; a wake word starts listening again by itself."""
+        """Stop speaking at once; a wake word starts listening again by itself.
+
+        After a wake word the playback's ``tts stop`` follows on the same
+        channel: the firmware ignores it once it listens, and it must come
+        after a ``tts start`` the device may not have read yet (over MQTT it
+        can be on its way when the user speaks). After the button no stop
+        follows: a client may already be in its next turn when it would
+        arrive (py-xiaozhi aborts and listens at once, then goes idle on a
+        late stop); the conversation is ended instead, unless the client
+        started a turn, and that makes the firmware idle.
+        """
         turn, self._turn = self._turn, None
         if turn is None and not self._announcer.playing:
             return
+        self._turn_started.clear()
         if turn is not None:
             turn.end_audio()
         if self._turn_task is not None:
             self._turn_task.cancel()
-        self._announcer.cancel()
+        self._announcer.cancel(say_stop=reason == ABORT_WAKE_WORD)
         self.runtime.entry.async_create_background_task(
             self.hass,
             self._async_after_abort(turn, reason),
@@ -355,13 +371,18 @@ class XiaozhiAssistSatellite(XiaozhiEntity, AssistSatelliteEntity):
 
     async def _async_after_abort(self, turn: VoiceTurn | None, reason: str) -> None:
         if turn is not None:
-            await turn.abort()
+            await turn.abort(say_stop=reason == ABORT_WAKE_WORD)
         else:
-            # The playback's own tts stop goes out before anything else.
             await self._announcer.async_stopped()
             self.tts_response_finished()
-        if reason != ABORT_WAKE_WORD:
-            # The button: the user wants quiet, not another turn.
+        if reason == ABORT_WAKE_WORD:
+            return
+        # The button: the user wants quiet, not another turn, unless the
+        # client starts one at once (py-xiaozhi does).
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(ABORT_GRACE):
+                await self._turn_started.wait()
+        if self._turn is None:
             await self._async_end_conversation()
 
     # --- announcements --------------------------------------------------------

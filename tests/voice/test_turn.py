@@ -178,19 +178,49 @@ async def test_abort_stops_the_reply_within_a_frame(
     await closed(talker)
 
 
+async def test_a_stop_never_reaches_the_next_turn(
+    hass: HomeAssistant,
+    voice: Voice,
+    init_integration: MockConfigEntry,
+    talker: SimulatedDevice,
+) -> None:
+    """A client that aborts and listens at once (py-xiaozhi) gets no late stop.
+
+    The stop belongs to the reply it ends; once the device started its next
+    turn, a tts stop would end that turn instead (py-xiaozhi goes idle). Nor
+    does its button's abort end the conversation it just started.
+    """
+    voice.tts.seconds = 5.0
+    await talker.wake("你好小智", SPEECH)
+    await talker.wait_for(lambda: talker.speaker.record.received >= 10, timeout=15)
+    aborted = asyncio.get_running_loop().time()
+    await talker.send_raw(
+        f'{{"session_id":"{talker.outgoing_session_id}","type":"abort"}}'
+    )
+    await talker.send_listen("start", "auto")
+    voice.tts.seconds = 0.3
+    talker.say(SPEECH)
+    await talker.wait_for(lambda: voice.stt.calls == 2, timeout=15)
+    await closed(talker)
+    after = [
+        what for when, what in talker.timeline if when > aborted and what != "audio"
+    ]
+    assert after[0] == "stt", after  # the new turn's, no stop before it
+
+
 async def test_button_abort_ends_the_conversation(
     hass: HomeAssistant,
     voice: Voice,
     init_integration: MockConfigEntry,
     talker: SimulatedDevice,
 ) -> None:
-    """A button press while speaking: quiet, and the link closes."""
+    """A button press while speaking: quiet, and the link closes (no stop)."""
     voice.tts.seconds = 5.0
     await talker.wake("你好小智", SPEECH)
     await talker.wait_for(lambda: talker.speaker.record.received >= 5, timeout=15)
     await talker.send_abort()
     await closed(talker)
-    assert "tts:stop" in texts(talker)
+    assert "tts:stop" not in texts(talker)
     assert voice.stt.calls == 1
     assert talker.speaker.record.received < 5.0 / FRAME
 

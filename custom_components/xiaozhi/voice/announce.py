@@ -76,15 +76,22 @@ class Announcer:
         self.hass = hass
         self._target = target
         self._playback: asyncio.Task[None] | None = None
+        self._say_stop = False
 
     @property
     def playing(self) -> bool:
         """Return True while an announcement plays on the open audio."""
         return self._playback is not None
 
-    def cancel(self) -> None:
-        """Cut the announcement that plays on the open audio short."""
+    def cancel(self, *, say_stop: bool = False) -> None:
+        """Cut the announcement that plays on the open audio short.
+
+        ``tts stop`` follows only with ``say_stop``: otherwise the device
+        started a turn of its own or is gone, and a stop would reach what it
+        does next.
+        """
         if self._playback is not None:
+            self._say_stop = say_stop
             self._playback.cancel()
 
     async def async_stopped(self) -> None:
@@ -143,6 +150,7 @@ class Announcer:
     ) -> None:
         await channel.async_start_speaking()
         started = self.hass.loop.time()
+        self._say_stop, cut = False, False
         try:
             if announcement.message:
                 await channel.async_show_sentence(announcement.message)
@@ -151,9 +159,13 @@ class Announcer:
                 self._pcm(announcement, channel.sample_rate),
                 not_before=started + TTS_START_SETTLE,
             )
+        except asyncio.CancelledError:
+            cut = not self._say_stop
+            raise
         finally:
-            with contextlib.suppress(HomeAssistantError):
-                await channel.async_stop_speaking()
+            if not cut:
+                with contextlib.suppress(HomeAssistantError):
+                    await channel.async_stop_speaking()
 
     async def _async_announce_idle(
         self, channel: VoiceChannel, announcement: AssistSatelliteAnnouncement

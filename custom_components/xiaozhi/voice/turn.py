@@ -283,12 +283,18 @@ class VoiceTurn:
         self._close()
         return self.result.continue_conversation and self.result.error is None
 
-    async def abort(self) -> None:
-        """Stop the reply at once (within one frame) and stop speaking."""
+    async def abort(self, *, say_stop: bool) -> None:
+        """Stop the reply at once (within one frame), as the device asked.
+
+        ``tts stop`` follows only with ``say_stop`` (see the satellite's
+        abort: after a button the client may be in its next turn already).
+        """
         self.end_audio()
         if self._speaker is not None:
             self._speaker.cancel()
-        await self._stop_speaking()
+        if say_stop:
+            await self._stop_speaking()
+        self._tts_stopped = True
         self._on_played()
         self._close()
 
