@@ -59,6 +59,7 @@ from .protocol import (
 from .texts import async_device_text
 from .voice.channel import VoiceChannel
 from .voice.router import VoiceRouter
+from .voice.typed import is_typed_question
 
 type XiaozhiConfigEntry = ConfigEntry[XiaozhiRuntime]
 
@@ -353,6 +354,13 @@ class XiaozhiRuntime:
     def session_event(self, session: DeviceSession, event: DeviceEvent) -> None:
         """Record a device event, fire it, and pass its voice on."""
         if session is not self.session or self._channel is None:
+            return
+        if event.type is DeviceEventType.WAKE_WORD and is_typed_question(
+            text := str(event.data.get("text") or ""), self.entry_data.wake_word
+        ):
+            # Not a wake word: a question typed on a text client.
+            LOGGER.debug("%s: typed question %r", self.name, text)
+            self.voice_router.typed(text, self._channel)
             return
         self._record(event)
         self._async_fire(event)

@@ -13,6 +13,7 @@ from pytest_homeassistant_custom_component.typing import WebSocketGenerator
 
 from custom_components.xiaozhi.const import DOMAIN
 from custom_components.xiaozhi.voice import turn as turn_module
+from custom_components.xiaozhi.voice.typed import is_typed_question
 from simulator import SimulatedDevice
 from simulator.voice import dominant_frequency, silence, tone
 from tests.conftest import MAC, MAC2, TOKEN, TOKEN2, WS_URL, wait_for_runtime
@@ -540,3 +541,47 @@ async def test_one_exchange_is_a_few_logbook_lines(
     ]
     # The wake word's event, and the wake word sensor (it changed here).
     assert len(changes) == 6, changes
+
+
+async def test_a_typed_question_is_answered_aloud(
+    hass: HomeAssistant,
+    voice: Voice,
+    init_integration: MockConfigEntry,
+    talker: SimulatedDevice,
+) -> None:
+    """A text client's detect with a sentence: the agent answers, it is spoken.
+
+    xiaozhi-sdk's send_text and py-xiaozhi's text box send the typed question
+    as a detect; no speech-to-text runs, and it is no wake word.
+    """
+    await voice.use_agent()
+    voice.tts.seconds = 0.6
+    await talker.connect()
+    await talker.send_listen("detect", text="What time is it in Paris?")
+    await closed(talker)
+    assert voice.stt.calls == 0
+    assert [turn.text for turn in voice.agent.inputs] == ["What time is it in Paris?"]
+    assert talker.stt_texts == ["What time is it in Paris?"]
+    assert talker.tts_sentences == ["Sure, done 😊"]
+    assert abs(talker.speaker.record.played * FRAME - 0.6) <= 2 * FRAME
+    runtime = init_integration.runtime_data
+    assert runtime.entry_data.wake_word is None  # a question is no wake word
+    assert runtime.entry_data.last_heard == "What time is it in Paris?"
+    assert runtime.entry_data.last_reply == "Sure, done 😊"
+
+
+@pytest.mark.parametrize(
+    ("text", "typed"),
+    [
+        ("你好小智", False),
+        ("Hi ESP", False),
+        ("Hey Jarvis", False),
+        ("现在几点了", True),
+        ("turn on the light", True),
+        ("lights?", True),
+        ("  ", False),
+    ],
+)
+def test_what_reads_as_a_typed_question(text: str, typed: bool) -> None:
+    assert is_typed_question(text, None) is typed
+    assert is_typed_question(text, text) is False  # the device's own wake word

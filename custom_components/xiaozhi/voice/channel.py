@@ -83,9 +83,13 @@ class VoiceChannel:
 
     async def async_show_reply(self, text: str) -> None:
         """Show the assistant's reply, and record it as the last reply."""
+        self.record_reply(text)
+        await self.async_show_sentence(text)
+
+    def record_reply(self, text: str) -> None:
+        """Record the assistant's reply as the last reply (shown elsewhere)."""
         if self._entry_data is not None:
             self._entry_data.async_set_transcript(None, text)
-        await self.async_show_sentence(text)
 
     @device_command
     async def async_show_heard(self, text: str) -> None:

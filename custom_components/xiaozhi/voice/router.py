@@ -38,6 +38,9 @@ class VoiceHandler(Protocol):
     def voice_closed(self) -> None:
         """Learn that the device's audio is gone (link closed, or goodbye)."""
 
+    def voice_typed(self, text: str) -> None:
+        """Answer a question the user typed on a text client."""
+
 
 type TextLookup = Callable[[str], Coroutine[Any, Any, str]]
 type BackgroundRunner = Callable[[Coroutine[Any, Any, None], str], None]
@@ -77,6 +80,14 @@ class VoiceRouter:
         elif event.type is DeviceEventType.LISTENING_STARTED:
             # Nobody serves it: a listening device would stream its microphone
             # for as long as the link stays open.
+            self._run(self._refuse(channel), "xiaozhi refuse voice")
+
+    @callback
+    def typed(self, text: str, channel: VoiceChannel) -> None:
+        """Take a question the user typed (a ``detect`` with a sentence)."""
+        if self._handler is not None:
+            self._handler.voice_typed(text)
+        else:
             self._run(self._refuse(channel), "xiaozhi refuse voice")
 
     @callback

@@ -1,0 +1,30 @@
+"""Typed questions: a ``listen detect`` whose text is a sentence, not a wake word.
+
+The firmware sends ``detect`` with the wake word it heard. Text clients
+(xiaozhi-sdk's ``send_text``, py-xiaozhi's text box) send the user's typed
+question the same way. A text is taken as a question when it is not the
+device's known wake word and reads like a sentence: three words or more,
+five Chinese, Japanese or Korean characters or more, or question or sentence
+punctuation. Wake words are short names ("你好小智", "Hi ESP", "Hey Jarvis");
+a custom one of three words or more would be taken as a question.
+"""
+
+import re
+from typing import Final
+
+_CJK: Final = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
+_PUNCTUATION: Final = ("?", "\uff1f", "\u3002", "!", "\uff01", ".")  # and full-width
+MIN_WORDS: Final = 3
+MIN_CJK: Final = 5
+
+
+def is_typed_question(text: str, wake_word: str | None) -> bool:
+    """Return True when ``text`` of a ``detect`` is a question, not a wake word."""
+    phrase = text.strip()
+    if not phrase or (wake_word and phrase.casefold() == wake_word.casefold()):
+        return False
+    return (
+        len(phrase.split()) >= MIN_WORDS
+        or len(_CJK.findall(phrase)) >= MIN_CJK
+        or phrase.endswith(_PUNCTUATION)
+    )
