@@ -20,12 +20,14 @@ from typing import Any
 import aiohttp
 from homeassistant import const as ha_const
 
-from . import handshake, harness, mqtt, scale, toolcall, voice
+from . import handshake, harness, mqtt, scale, soak, toolcall, voice
 from .device import DeviceScript, build_script
 from .report import format_report, judge
 
 RESULTS = Path(__file__).parent / "results.json"
-BENCHMARKS = ("toolcall", "handshake", "scale", "mqtt", "voice")
+BENCHMARKS = ("toolcall", "handshake", "scale", "mqtt", "voice", "soak")
+# The soak takes minutes and asks a different question: run it with --only.
+DEFAULT = ("toolcall", "handshake", "scale", "mqtt", "voice")
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +46,10 @@ class Sizes:
     voice_turns: int
     voice_conversations: int
     mqtt_devices: int
+    soak_devices: int = 10
+    soak_turns: int = 1000
+    soak_calls: int = 10_000
+    soak_cycles: int = 500
 
 
 FULL = Sizes(
@@ -73,6 +79,10 @@ SMOKE = Sizes(
     voice_turns=2,
     voice_conversations=2,
     mqtt_devices=3,
+    soak_devices=2,
+    soak_turns=20,
+    soak_calls=100,
+    soak_cycles=20,
 )
 
 
@@ -85,8 +95,11 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--only",
-        default=",".join(BENCHMARKS),
-        help=f"comma-separated benchmarks to run (default: {','.join(BENCHMARKS)})",
+        default=",".join(DEFAULT),
+        help=(
+            f"comma-separated benchmarks to run (default: {','.join(DEFAULT)}; "
+            "also: soak)"
+        ),
     )
     parser.add_argument(
         "--sizes", help="comma-separated device counts for scale (default 10,100,500)"
@@ -226,6 +239,15 @@ def main(argv: list[str] | None = None) -> int:
                 codec_seconds=sizes.voice_codec_seconds,
                 turns=sizes.voice_turns,
                 conversations=sizes.voice_conversations,
+            )
+        )
+    if "soak" in names:
+        results["soak"] = harness.run(
+            lambda: soak.measure(
+                devices=sizes.soak_devices,
+                turns=sizes.soak_turns,
+                calls=sizes.soak_calls,
+                cycles=sizes.soak_cycles,
             )
         )
     results["meta"]["load_after"] = [round(x, 2) for x in os.getloadavg()]

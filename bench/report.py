@@ -65,6 +65,27 @@ REPORTED: list[tuple[str, Getter, str, float, str]] = [
 # What a user can feel: gated. (name, value, comparison, limit, unit)
 TARGETS: list[tuple[str, Getter, str, float, str]] = [
     (
+        "soak: memory growth over the last half",
+        lambda r: r["soak"]["growth_last_half_mb"] if "soak" in r else None,
+        "<",
+        5.0,
+        " MB",
+    ),
+    (
+        "soak: tasks left once every device has gone",
+        lambda r: r["soak"]["tasks_left"] if "soak" in r else None,
+        "<=",
+        0,
+        "",
+    ),
+    (
+        "soak: file descriptors left once every device has gone",
+        lambda r: r["soak"]["fds_left"] if "soak" in r else None,
+        "<=",
+        0,
+        "",
+    ),
+    (
         "handshake to entities, net of device round trips, p50",
         lambda r: r["handshake"]["net_p50_ms"] if "handshake" in r else None,
         "<=",
@@ -194,6 +215,37 @@ def judge(results: dict[str, Any]) -> list[dict[str, Any]]:
             }
         )
     return verdicts
+
+
+def _soak(data: dict[str, Any]) -> list[str]:
+    rss = data["rss_mb"]
+    return [
+        (
+            f"Soak: {data['turns']} conversations, {data['tool_calls']} tool calls, "
+            f"{data['reconnects']} reconnects with {data['devices']} devices"
+        ),
+        (
+            "  resident memory at the end of each phase, MB: "
+            + ", ".join(f"{phase} {_num(value)}" for phase, value in rss.items())
+        ),
+        (
+            "  Python blocks held per conversation at the voice phase's end "
+            "(Home Assistant keeps TTS results and chat sessions five minutes): "
+            f"{_num(data['blocks_per_turn'])}"
+        ),
+        (
+            "  growth over the last half of the samples: "
+            f"{_num(data['growth_last_half_mb'], 2)} MB; tasks left "
+            f"{data['tasks_left']}, file descriptors left {data['fds_left']}"
+        ),
+        (
+            "  samples (phase, done, MB): "
+            + "; ".join(
+                f"{row['phase']} {row['done']} {_num(row['rss_mb'])}"
+                for row in data["samples"]
+            )
+        ),
+    ]
 
 
 def _num(value: Any, digits: int = 1) -> str:
@@ -447,6 +499,8 @@ def format_report(results: dict[str, Any]) -> str:
         rows += [*mqtt_rows(results["mqtt"]), ""]
     if "voice" in results:
         rows += [*voice_rows(results["voice"]), ""]
+    if "soak" in results:
+        rows += [*_soak(results["soak"]), ""]
     for title, gated, word in (
         ("Reported (not gated)", False, "expected"),
         ("Targets", True, "target"),

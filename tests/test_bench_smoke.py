@@ -32,7 +32,16 @@ def test_bench_smoke(tmp_path: Path) -> None:
     # Its own process: the benchmarks run their own Home Assistant, event
     # loop, HTTP server and device processes on loopback sockets.
     completed = subprocess.run(  # noqa: S603 - fixed command line
-        [sys.executable, "-m", "bench", "--smoke", "--output", str(output)],
+        [
+            sys.executable,
+            "-m",
+            "bench",
+            "--smoke",
+            "--only",
+            "toolcall,handshake,scale,mqtt,voice,soak",
+            "--output",
+            str(output),
+        ],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -91,6 +100,14 @@ def test_bench_smoke(tmp_path: Path) -> None:
     assert mqtt["idle"]["endpoint_connections"] == 3
     assert mqtt["idle"]["requests"]["sent"] > 0
     assert isinstance(mqtt["idle"]["lost_replies"], int)
+
+    soak = results["soak"]
+    assert soak["turns"] > 0
+    assert soak["tool_calls"] > 0
+    assert soak["reconnects"] > 0
+    assert _is_number(soak["growth_last_half_mb"])
+    assert isinstance(soak["tasks_left"], int)
+    assert isinstance(soak["fds_left"], int)
 
     assert {verdict["target"] for verdict in results["targets"]}
     assert all(isinstance(verdict["met"], bool) for verdict in results["targets"])

@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 from typing import Final, override
 
-from homeassistant.components import assist_pipeline, conversation, tts
+from homeassistant.components import tts
 from homeassistant.components.assist_pipeline import (
     PipelineEvent,
     PipelineNotFound,
@@ -29,7 +29,7 @@ from homeassistant.components.assist_satellite import (
 )
 from homeassistant.components.intent import async_register_timer_handler
 from homeassistant.const import Platform
-from homeassistant.core import Context, HomeAssistant, callback
+from homeassistant.core import HomeAssistant, callback
 from homeassistant.exceptions import HomeAssistantError
 from homeassistant.helpers import entity_registry as er
 from homeassistant.helpers.entity_platform import AddConfigEntryEntitiesCallback
@@ -43,6 +43,7 @@ from .runtime import XiaozhiConfigEntry, XiaozhiRuntime
 from .voice.announce import Announcer
 from .voice.timers import DeviceTimers
 from .voice.turn import VoiceTurn
+from .voice.typed import async_answer
 
 PARALLEL_UPDATES = 0
 
@@ -332,36 +333,21 @@ class XiaozhiAssistSatellite(XiaozhiEntity, AssistSatelliteEntity):
         try:
             channel = self._announcer.channel()
             await channel.async_show_heard(text)
-            pipeline = self._chosen_pipeline()
-            result = await conversation.async_converse(
+            reply = await async_answer(
                 self.hass,
                 text,
-                None,
-                Context(),
-                language=pipeline.conversation_language,
-                agent_id=pipeline.conversation_engine,
+                pipeline_entity_id=self.pipeline_entity_id,
                 device_id=self.registry_entry.device_id
                 if self.registry_entry
                 else None,
                 satellite_id=self.entity_id,
             )
-            reply = str(result.response.speech.get("plain", {}).get("speech", ""))
             channel.record_reply(reply)
             await self.async_internal_announce(message=reply, preannounce=False)
         except HomeAssistantError as err:
             LOGGER.warning(
                 "%s: the typed question was not answered: %s", self.runtime.name, err
             )
-
-    def _chosen_pipeline(self) -> assist_pipeline.Pipeline:
-        """Return the pipeline chosen in the device's select (or the preferred)."""
-        if (entity_id := self.pipeline_entity_id) is not None and (
-            state := self.hass.states.get(entity_id)
-        ) is not None:
-            for pipeline in assist_pipeline.async_get_pipelines(self.hass):
-                if pipeline.name == state.state:
-                    return pipeline
-        return assist_pipeline.async_get_pipeline(self.hass)
 
     @callback
     def _silent(self, turn: VoiceTurn) -> None:
