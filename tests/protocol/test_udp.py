@@ -134,69 +134,111 @@ async def test_attacks_are_dropped(endpoint: UdpEndpoint) -> None:
     assert channel.stats.dropped == {"sequence": 1, "not_opus": 1, "source": 1}
 
 
-async def test_a_spoofer_on_the_devices_address_cannot_take_the_channel(
+class _Spoofer:
+    """Another program on the device's IP, sending one packet at a time."""
+
+    def __init__(self, endpoint: UdpEndpoint, channel: AudioChannel) -> None:
+        assert endpoint.port is not None
+        self.target = ("127.0.0.1", endpoint.port)
+        self.channel = channel
+        self.socket = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.socket.bind(("127.0.0.1", 0))
+        self.arrived = asyncio.Event()
+        take = endpoint.datagram_received
+
+        def datagram_received(data: bytes, addr: tuple[str | object, int]) -> None:
+            take(data, addr)
+            self.arrived.set()
+
+        endpoint.datagram_received = datagram_received  # type: ignore[method-assign]
+
+    async def send(self, packet: bytes) -> None:
+        # One at a time, read before the next: loopback drops a burst.
+        self.arrived.clear()
+        self.socket.sendto(packet, self.target)
+        await asyncio.wait_for(self.arrived.wait(), 2)
+
+    def lucky(self, sequence: int) -> bytes:
+        """Return a packet that decrypts to Opus, as random bytes now and then do."""
+        return pack_packet(
+            self.channel.key,
+            FRAMES[1],
+            ssrc=self.channel.ssrc,
+            timestamp=0,
+            sequence=sequence,
+        )
+
+    def garbage(self, sequence: int, payload: bytes = FRAMES[0]) -> bytes:
+        return pack_packet(
+            bytes(16), payload, ssrc=self.channel.ssrc, timestamp=0, sequence=sequence
+        )
+
+
+async def test_a_spoofer_on_the_devices_address_is_neither_heard_nor_answered(
     endpoint: UdpEndpoint,
 ) -> None:
-    """300 packets from another port of the device's IP: the device is heard.
+    """Another port of the device's IP, while the device streams.
 
-    The spoofer sends garbage with sequences near 2^32, and packets as lucky
-    as they could ever be (right key, plausible Opus, plausible sequences),
-    before and between the device's. The device's audio all gets through in
-    order, and replies go to the device.
+    Sequences near 2^32, runs of four packets that decrypt to Opus (five in a
+    row do not happen by chance), empty packets in a row, and a replay of the
+    device's own packets: the device's audio all gets through in order, none
+    of the spoofer's does, and replies go to the device.
     """
     channel, device, heard = await _open(endpoint)
-    assert endpoint.port is not None
-    target = ("127.0.0.1", endpoint.port)
-
-    arrived = asyncio.Event()
-    take = endpoint.datagram_received
-
-    def datagram_received(data: bytes, addr: tuple[str | object, int]) -> None:
-        take(data, addr)
-        arrived.set()
-
-    endpoint.datagram_received = datagram_received  # type: ignore[method-assign]
-
-    async def spoof(packet: bytes) -> None:
-        # One at a time, read before the next: loopback drops a burst.
-        arrived.clear()
-        spoofer.sendto(packet, target)
-        await asyncio.wait_for(arrived.wait(), 2)
-
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as spoofer:
-        spoofer.bind(("127.0.0.1", 0))
-        for sequence in range(2**32 - 150, 2**32):  # raise the floor
-            await spoof(
-                pack_packet(
-                    bytes(16),
-                    FRAMES[0],
-                    ssrc=channel.ssrc,
-                    timestamp=0,
-                    sequence=sequence,
-                )
-            )
-        # Lucky: decrypts to 60 ms of Opus (random bytes do now and then, so
-        # never many in a row).
-        for sequence in range(1, 161, 2):
-            await spoof(
-                pack_packet(
-                    channel.key,
-                    FRAMES[1],
-                    ssrc=channel.ssrc,
-                    timestamp=0,
-                    sequence=sequence,
-                )
-            )
-        spoofed = [heard.get_nowait() for _ in range(80)]
-        assert spoofed == [FRAMES[1]] * 80
-        for packet in FRAMES + FRAMES + FRAMES:
+    spoofer = _Spoofer(endpoint, channel)
+    captured = [device.channel.packet(frame) for frame in FRAMES]
+    for packet in captured:
+        device.channel.send_raw(packet)
+    assert [await asyncio.wait_for(heard.get(), 2) for _ in FRAMES] == FRAMES
+    try:
+        for sequence in range(2**32 - 50, 2**32):  # raise the floor
+            await spoofer.send(spoofer.garbage(sequence))
+        sequence = len(FRAMES)
+        for _ in range(10):
+            for _ in range(4):
+                sequence += 1
+                await spoofer.send(spoofer.lucky(sequence))
+            sequence += 1
+            await spoofer.send(spoofer.garbage(sequence))  # noise breaks the run
+        for _ in range(10):
+            sequence += 1
+            await spoofer.send(spoofer.garbage(sequence, b""))  # empty
+        for packet in captured:
+            await spoofer.send(packet)  # a replay from another port
+        assert heard.empty()
+        for packet in FRAMES:
             assert device.channel.send(packet)
-        received = [
-            await asyncio.wait_for(heard.get(), 2) for _ in range(3 * len(FRAMES))
-        ]
-    assert received == FRAMES + FRAMES + FRAMES
-    assert channel.stats.dropped == {"sequence": 150}
-    # The device's stream is consecutive: replies go to it.
+        received = [await asyncio.wait_for(heard.get(), 2) for _ in FRAMES]
+    finally:
+        spoofer.socket.close()
+    assert received == FRAMES
+    assert channel.stats.dropped["sequence"] >= 50 + len(captured)
+    assert channel.stats.dropped["not_reply_port"] >= 40 + 10
+    channel.send(FRAMES[0], timestamp=0)
+    assert await asyncio.wait_for(device.received.get(), 2) == FRAMES[0]
+
+
+async def test_the_device_takes_its_audio_back_from_a_spoofer_that_came_first(
+    endpoint: UdpEndpoint,
+) -> None:
+    """A lucky packet before the device's first pins a port; the device's run wins.
+
+    Its first frames prove the run (they are not passed on); then its audio
+    is heard and replies go to it.
+    """
+    channel, device, heard = await _open(endpoint)
+    spoofer = _Spoofer(endpoint, channel)
+    try:
+        await spoofer.send(spoofer.lucky(1))
+        assert await asyncio.wait_for(heard.get(), 2) == FRAMES[1]
+        device.channel.local_sequence = 1
+        for packet in FRAMES:
+            assert device.channel.send(packet)
+        run = 5  # RUN_TO_MOVE
+        received = [await asyncio.wait_for(heard.get(), 2) for _ in FRAMES[run - 1 :]]
+    finally:
+        spoofer.socket.close()
+    assert received == FRAMES[run - 1 :]
     channel.send(FRAMES[0], timestamp=0)
     assert await asyncio.wait_for(device.received.get(), 2) == FRAMES[0]
 

@@ -12,10 +12,10 @@ and routes its packets here) and writes length, timestamp and sequence into
 the rest. Nothing authenticates a packet, so the endpoint drops what does not
 fit: a wrong length, an unknown ssrc, a source other than the device's IP, a
 sequence that does not rise or jumps ahead, a payload that decrypts to no
-Opus packet, or more packets than a microphone makes. Each source port keeps
-its own sequence and rate, and replies move to another port only after a run
-of consecutive audio from it, so that a spoofer on the device's own IP cannot
-take the channel.
+Opus packet, or more packets than a microphone makes. Audio is taken from
+one port of the device's IP; another port takes over only with a run of
+consecutive audio continuing the channel's sequence, so that a spoofer on
+the device's own IP can neither be heard nor take the replies.
 
 Known weakness of the firmware's scheme: the sequence sits in the counter's
 lowest bytes, so consecutive uplink packets reuse keystream (block 1 of
@@ -52,10 +52,13 @@ BURST: Final = 100.0
 MAX_SEQUENCE_JUMP: Final = 1000
 # Source ports of the device's IP remembered per channel.
 MAX_SOURCES: Final = 4
-# Replies move to another port after this many audio packets in a row with
-# consecutive sequences: the device's stream. Random bytes pass for Opus now
-# and then, but hardly five times running.
+# Audio moves to another port after this many Opus packets in a row with
+# consecutive sequences. Random bytes pass for Opus about one time in 40;
+# five times running, one in a hundred million.
 RUN_TO_MOVE: Final = 5
+# A reply port heard within this many seconds keeps its audio unless the
+# other port's run is longer than its own.
+REPLY_QUIET: Final = 2.0
 
 
 def crypt(key: bytes, header: bytes, payload: bytes) -> bytes:
@@ -170,12 +173,13 @@ class ChannelStats:
 class _Source:
     """What one source port of the device's IP has sent on a channel."""
 
-    __slots__ = ("accepted", "last_sequence", "refilled", "run", "tokens")
+    __slots__ = ("accepted", "heard", "last_sequence", "refilled", "run", "tokens")
 
-    def __init__(self) -> None:
-        self.last_sequence = 0
+    def __init__(self, last_sequence: int) -> None:
+        self.last_sequence = last_sequence
         self.accepted = 0
-        self.run = 0  # audio packets accepted in a row, sequences consecutive
+        self.heard = 0.0  # when it last sent audio (monotonic)
+        self.run = 0  # Opus packets in a row, sequences consecutive
         self.tokens = BURST
         self.refilled = time.monotonic()
 
@@ -216,6 +220,7 @@ class AudioChannel:
         self.frame_ms = frame_ms
         self._on_audio = on_audio
         self._sources: dict[tuple[str, int], _Source] = {}
+        self._highest = 0  # the highest sequence taken from any port
         self._sequence = 0
         self.stats = ChannelStats()
         self.closed = False
@@ -235,17 +240,20 @@ class AudioChannel:
     ) -> None:
         """Take a packet with this channel's ssrc; drop what does not fit.
 
-        Each source port of the device's IP keeps its own sequence floor and
-        rate, so that packets from another port (a spoofer on the device's
-        address, or the device's old port) cannot starve or block the real
-        stream. Replies go to the first source heard, and move to another
-        only once it has sent a run of consecutive audio packets.
+        Audio is taken from one port of the device's IP, the reply port:
+        the first to send audio. Another port of that IP (a spoofer, or the
+        device after its NAT moved it) is heard out, never passed on: its
+        sequence must continue above the channel's highest, and the replies
+        move to it only after a run of consecutive non-empty Opus packets,
+        longer than the reply port's own run if that port was heard lately.
+        Random bytes pass for Opus now and then, but not five times running,
+        and a replay of captured packets never rises above the highest.
         """
         stats = self.stats
         stats.received += 1
-        source = self._sources.get(address) if address[0] == self.device_ip else None
-        if source is None and address[0] == self.device_ip:
-            source = self._add_source(address)
+        source = None
+        if address[0] == self.device_ip:
+            source = self._sources.get(address) or self._add_source(address)
         reason = None
         if source is None:
             reason = "source"
@@ -257,42 +265,66 @@ class AudioChannel:
             reason = "sequence"
         elif not source.allowed():
             reason = "rate"
+        payload = b""
         if reason is None:
             payload = crypt(self.key, data[:HEADER_SIZE], data[HEADER_SIZE:])
             duration = opus_duration_ms(payload) if payload else self.frame_ms
             if duration is None or (self.frame_ms and duration != self.frame_ms):
                 reason = "not_opus"
+        if source is not None and reason == "not_opus":
+            source.run = 0
         if reason is not None or source is None:
-            reason = reason or "source"
-            if reason not in stats.dropped:
-                _LOGGER.debug(
-                    "Dropping UDP packets of ssrc %08x from %s (%s)",
-                    self.ssrc,
-                    address[0],
-                    reason,
-                )
-            stats.drop(reason)
+            self._drop(reason or "source", address)
             return
         consecutive = header.sequence == source.last_sequence + 1
-        source.run = source.run + 1 if consecutive else 1
+        source.run = source.run + 1 if consecutive and payload else 0
         source.last_sequence = header.sequence
-        source.accepted += 1
-        if self.address is None or (
-            address != self.address and source.run >= RUN_TO_MOVE
-        ):
+        source.heard = time.monotonic()
+        self._highest = max(self._highest, header.sequence)
+        if self.address is None:
             self.address = address
+        elif address != self.address:
+            if not self._takes_over(source):
+                self._drop("not_reply_port", address)
+                return
+            _LOGGER.debug("Audio of ssrc %08x moved to %s", self.ssrc, address)
+            self.address = address
+        source.accepted += 1
         stats.accepted += 1
         self._on_audio(payload)
 
+    def _takes_over(self, source: _Source) -> bool:
+        """Return True when ``source`` has shown itself as the device's stream."""
+        if source.run < RUN_TO_MOVE:
+            return False
+        assert self.address is not None  # noqa: S101 - set with the first audio
+        reply = self._sources.get(self.address)
+        if reply is None or time.monotonic() - reply.heard > REPLY_QUIET:
+            return True
+        return source.run > reply.run
+
+    def _drop(self, reason: str, address: tuple[str, int]) -> None:
+        stats = self.stats
+        if reason not in stats.dropped:
+            _LOGGER.debug(
+                "Dropping UDP packets of ssrc %08x from %s (%s)",
+                self.ssrc,
+                address[0],
+                reason,
+            )
+        stats.drop(reason)
+
     def _add_source(self, address: tuple[str, int]) -> _Source:
         if len(self._sources) >= MAX_SOURCES:
-            # Forget the source with the least audio (never the reply address).
+            # Forget the source with the least audio (never the reply port).
             weakest = min(
                 (known for known in self._sources if known != self.address),
                 key=lambda known: self._sources[known].accepted,
             )
             del self._sources[weakest]
-        source = self._sources[address] = _Source()
+        # A new port continues the channel's stream: nothing at or below
+        # what was heard (a replay) is taken from it.
+        source = self._sources[address] = _Source(self._highest)
         return source
 
     def send(self, payload: bytes, timestamp: int) -> None:
