@@ -61,44 +61,79 @@ def tool_name(name: str, taken: set[str]) -> str:
     return candidate
 
 
-# What a property's description may say to the agent.
-MAX_PROPERTY_DESCRIPTION: Final = 256
+# What any text of a tool's parameters (a description, an enum value, a
+# default...) may say to the agent, and how many values a list may offer.
+MAX_SCHEMA_TEXT: Final = 256
+MAX_SCHEMA_ITEMS: Final = 64
+# A parameter's name: what a program would call it, nothing to read.
+_NAME: Final = re.compile(r"^[A-Za-z_$][A-Za-z0-9_.$-]{0,63}$")
+
+
+class _UnfitSchemaError(ValueError):
+    """A schema the agent must not see (a parameter name that is prose)."""
 
 
 def _cleaned_schema(value: Any) -> Any:
-    """Return a JSON schema whose every description is cleaned and cut."""
+    """Return a JSON schema with every text cleaned and cut, lists capped.
+
+    Raises _UnfitSchemaError for a parameter named with anything but an
+    identifier: the device could write prose there.
+    """
     if isinstance(value, dict):
-        return {
-            key: clean_text(item, MAX_PROPERTY_DESCRIPTION)
-            if key == "description" and isinstance(item, str)
-            else _cleaned_schema(item)
-            for key, item in value.items()
-        }
+        cleaned = {}
+        for key, item in value.items():
+            if not isinstance(key, str) or not _NAME.match(key):
+                raise _UnfitSchemaError(f"key {str(key)[:40]!r}")
+            cleaned[key] = _cleaned_schema(item)
+        return cleaned
     if isinstance(value, list):
-        return [_cleaned_schema(item) for item in value]
+        return [_cleaned_schema(item) for item in value[:MAX_SCHEMA_ITEMS]]
+    if isinstance(value, str):
+        return clean_text(value, MAX_SCHEMA_TEXT)
     return value
 
 
-def _parameters(tool: Tool) -> probatio.Schema:
+def _parameters(tool: Tool) -> tuple[probatio.Schema, int] | None:
+    """Return the agent's schema of a tool's parameters and its size in text.
+
+    None when the schema is unfit to show the agent.
+    """
     try:
-        return probatio.from_openapi(_cleaned_schema(dict(tool.input_schema)))
-    except (probatio.Invalid, ValueError, TypeError, KeyError) as err:
+        schema = _cleaned_schema(dict(tool.input_schema))
+        size = len(json.dumps(schema, ensure_ascii=False).encode())
+        return probatio.from_openapi(schema), size
+    except _UnfitSchemaError as err:
+        LOGGER.debug("Tool %s is not offered: its schema has a %s", tool.name, err)
+        return None
+    except (
+        probatio.Invalid,
+        probatio.SchemaError,
+        ValueError,
+        TypeError,
+        KeyError,
+        RecursionError,
+    ) as err:
         LOGGER.debug("Tool %s has a schema the agent cannot use: %s", tool.name, err)
-        return probatio.Schema({}, extra=probatio.ALLOW_EXTRA)
+        return probatio.Schema({}, extra=probatio.ALLOW_EXTRA), 0
 
 
 class DeviceTool(llm.Tool):
     """One tool of the device, run on that device only."""
 
     def __init__(
-        self, runtime: XiaozhiRuntime, tool: Tool, name: str, description: str
+        self,
+        runtime: XiaozhiRuntime,
+        tool: Tool,
+        name: str,
+        description: str,
+        parameters: probatio.Schema,
     ) -> None:
-        """Describe the tool for the agent (``description`` already cleaned)."""
+        """Describe the tool for the agent (its texts already cleaned)."""
         self._runtime = runtime
         self._tool = tool
         self.name = name
         self.description = description
-        self.parameters = _parameters(tool)
+        self.parameters = parameters
         self.integration = DOMAIN
 
     @override
@@ -173,15 +208,18 @@ def _agent_tools(hass: HomeAssistant, runtime: XiaozhiRuntime) -> list[llm.Tool]
                 tool.name,
             )
             continue
+        if (parameters := _parameters(tool)) is None:
+            continue
+        schema, schema_size = parameters
         description = clean_text(tool.description or tool.name, MAX_DESCRIPTION)
-        size = len(description.encode())
+        size = len(description.encode()) + schema_size
         if size > budget:
             left_out += 1
             continue
         budget -= size
         name = tool_name(tool.name, taken)
         taken.add(name)
-        tools.append(DeviceTool(runtime, tool, name, description))
+        tools.append(DeviceTool(runtime, tool, name, description, schema))
     entry_id = runtime.entry.entry_id
     if left_out:
         async_report_cut(
