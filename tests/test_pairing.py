@@ -15,6 +15,7 @@ from custom_components.xiaozhi.pairing.manager import (
     PairingManager,
     board_identifier,
     device_name,
+    network_of,
     normalize_client_id,
 )
 
@@ -138,34 +139,52 @@ async def test_codes_and_cards_expire_together(
 async def test_when_full_the_busiest_address_makes_room(
     hass: HomeAssistant, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """The oldest identity of the address with the most waiting goes first."""
+    """The oldest identity of the busiest network goes; on a tie, the newest.
+
+    A flood spread over many addresses, one identity each, evicts itself,
+    not the device that has waited longest (the one being set up).
+    """
     caplog.set_level(logging.WARNING)
     pairing = PairingManager(hass)
     with (
         patch("custom_components.xiaozhi.pairing.manager.MAX_PENDING_DEVICES", 3),
         patch.object(pairing, "_abort_discovery") as abort,
     ):
-        check_in(pairing, "one", mac="aa:00:00:00:00:01", address="10.0.0.1")
+        mine = check_in(pairing, "mine", mac="aa:00:00:00:00:01", address="10.0.0.1")
         check_in(pairing, "two", mac="aa:00:00:00:00:02", address="10.0.0.2")
         check_in(pairing, "three", mac="aa:00:00:00:00:03", address="10.0.0.2")
-        quiet = check_in(pairing, "four", mac="aa:00:00:00:00:04", address="10.0.0.3")
-        check_in(pairing, "five", mac="aa:00:00:00:00:05", address="10.0.0.4")
-    # "four" took the place of the oldest of 10.0.0.2; then every address
-    # had one, and "five" took the oldest of all ("one").
-    assert pairing.pending_for("aa:00:00:00:00:02") == []
-    assert pairing.pending_for("aa:00:00:00:00:01") == []
-    for mac in ("aa:00:00:00:00:03", "aa:00:00:00:00:04", "aa:00:00:00:00:05"):
-        assert pairing.pending_for(mac)
-    assert pairing.find_code(quiet)[1] is not None
+        # Full: 10.0.0.2 has the most; its oldest ("two") makes room.
+        check_in(pairing, "four", mac="aa:00:00:00:00:04", address="10.0.0.3")
+        # One each now: the newest ("four") makes room, again and again.
+        for host in range(5, 9):
+            check_in(
+                pairing,
+                f"n{host}",
+                mac=f"aa:00:00:00:00:0{host}",
+                address=f"10.0.0.{host}",
+            )
+    assert pairing.find_code(mine)[1] is not None
+    assert pairing.pending_for("aa:00:00:00:00:03")
     assert [call.args[0] for call in abort.call_args_list] == [
         "aa:00:00:00:00:02",
-        "aa:00:00:00:00:01",
+        "aa:00:00:00:00:04",
+        "aa:00:00:00:00:05",
+        "aa:00:00:00:00:06",
+        "aa:00:00:00:00:07",
     ]
     warnings = [
         r.getMessage() for r in caplog.records if "forgetting" in r.getMessage()
     ]
     assert len(warnings) == 1  # once per code lifetime, not per newcomer
     pairing.shutdown()
+
+
+def test_an_ipv6_host_counts_once() -> None:
+    """Every address of one /64 is one sender; IPv4 addresses are their own."""
+    assert network_of("2001:db8:1:2::1") == network_of("2001:db8:1:2:ffff::9")
+    assert network_of("2001:db8:1:3::1") != network_of("2001:db8:1:2::1")
+    assert network_of("10.0.0.1") == "10.0.0.1"
+    assert network_of("not an address") == "not an address"
 
 
 async def test_the_code_finds_its_device(hass: HomeAssistant) -> None:

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 import hmac
+import ipaddress
 import logging
 import re
 import secrets
@@ -108,6 +109,21 @@ def new_code() -> str:
 def new_token() -> str:
     """Return a fresh random device token."""
     return secrets.token_urlsafe(32)
+
+
+def network_of(address: str) -> str:
+    """Return what counts as one sender: an IPv4 address, or an IPv6 /64.
+
+    One host holds a whole IPv6 /64; counting its addresses one by one would
+    let it pass for 64 senders.
+    """
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return address
+    if ip.version == 6:
+        return str(ipaddress.ip_network(f"{ip}/64", strict=False))
+    return str(ip)
 
 
 class CodeCheck(StrEnum):
@@ -232,12 +248,12 @@ class PairingManager:
         if pending is not None:
             pending.board, pending.firmware = board, firmware
             return pending
-        waiting = Counter(item.address for item in self._pending.values())
-        if waiting[address] >= MAX_PENDING_PER_ADDRESS:
-            self._refuse(address, waiting[address])
+        waiting = Counter(network_of(item.address) for item in self._pending.values())
+        if waiting[network_of(address)] >= MAX_PENDING_PER_ADDRESS:
+            self._refuse(address, waiting[network_of(address)])
             return None
         if len(self._pending) >= MAX_PENDING_DEVICES:
-            self._evict(waiting.most_common(1)[0][0])
+            self._evict(waiting)
         pending = PendingDevice(
             mac=mac,
             client_id=client_id,
@@ -269,10 +285,23 @@ class PairingManager:
             from_address,
         )
 
-    def _evict(self, address: str) -> None:
-        """Forget the identity of ``address`` that has waited longest."""
+    def _evict(self, waiting: Counter[str]) -> None:
+        """Forget the oldest identity of the network with the most waiting.
+
+        Among networks with as many, the one that came last yields: when a
+        flood spreads over many addresses, one each, the newest goes, not the
+        device that has waited longest (likely the one being set up).
+        """
+        most = max(waiting.values())
+        busiest = [
+            item
+            for item in self._pending.values()
+            if waiting[network_of(item.address)] == most
+        ]
+        newest = max(busiest, key=lambda item: item.expires)
+        address = network_of(newest.address)
         oldest = min(
-            (item for item in self._pending.values() if item.address == address),
+            (item for item in busiest if network_of(item.address) == address),
             key=lambda item: item.expires,
         )
         now = time.monotonic()

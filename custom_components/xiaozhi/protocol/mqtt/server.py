@@ -339,15 +339,23 @@ class MqttServer:
         return True
 
     def _evict_waiting(self) -> None:
-        """Drop the oldest connection of the address with the most waiting."""
-        busiest, _count = self._pending.most_common(1)[0]
+        """Drop the oldest connection of the address with the most waiting.
+
+        Among addresses with as many, the one that came last yields: a flood
+        spread over many addresses evicts itself, not an older device.
+        """
+        most = max(self._pending.values())
+        waiting = [
+            each
+            for each in self._connections
+            if not each.logged_in and self._pending[each.peer] == most
+        ]
+        if not waiting:  # pragma: no cover - every waiting one is counted
+            return
+        busiest = max(waiting, key=lambda each: each.accepted).peer
         victim = min(
-            (
-                waiting
-                for waiting in self._connections
-                if waiting.peer == busiest and not waiting.logged_in
-            ),
-            key=lambda waiting: waiting.accepted,
+            (each for each in waiting if each.peer == busiest),
+            key=lambda each: each.accepted,
             default=None,
         )
         if victim is None:  # pragma: no cover - every waiting one is counted
