@@ -344,7 +344,8 @@ class XiaozhiAssistSatellite(XiaozhiEntity, AssistSatelliteEntity):
             )
             channel.record_reply(reply)
             await self.async_internal_announce(message=reply, preannounce=False)
-        except HomeAssistantError as err:
+        except (HomeAssistantError, ValueError) as err:
+            # ValueError: the pipeline's agent is gone.
             LOGGER.warning(
                 "%s: the typed question was not answered: %s", self.runtime.name, err
             )

@@ -345,6 +345,8 @@ class XiaozhiEntryData:
         path = self._pictures_dir / f"{kind}.jpg"
 
         def written(done: asyncio.Future[None]) -> None:
+            if done.cancelled():  # shutting down
+                return
             if (err := done.exception()) is not None:
                 LOGGER.warning("Cannot keep the %s picture in %s: %s", kind, path, err)
                 return

@@ -333,7 +333,7 @@ async def test_timer_finishing_while_away_still_fires(
     assert [event.data["type"] for event in events] == ["timer_finished"]
     # Nobody heard it: the log and a notification say so (no leading space
     # for a timer without a name).
-    assert "Timer finished, but the device is not connected" in caplog.text
+    assert "Timer finished, but the device could not be told" in caplog.text
     (notification,) = notified.values()
     assert notification["title"] == init_integration.title
     assert notification["message"].startswith("Timer finished on ")

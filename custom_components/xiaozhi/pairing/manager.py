@@ -8,7 +8,7 @@ is its own choice: it is shown only as a cleaned board identifier.
 """
 
 import asyncio
-from collections import Counter, defaultdict
+from collections import Counter, defaultdict, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -179,7 +179,8 @@ class PairingManager:
         self._hass = hass
         self._pending: dict[tuple[str, str], PendingDevice] = {}
         self._attempts: defaultdict[str, int] = defaultdict(int)
-        self._code_misses = 0  # codes typed in the user's flow, any device
+        # When codes typed in the user's flow missed, any device.
+        self._code_misses: deque[float] = deque()
         self._evicted_at = -CODE_TTL
         self._refused: dict[str, float] = {}
 
@@ -397,9 +398,10 @@ class PairingManager:
 
         The code on the user's own screen decides which device they pair;
         every code is compared, in constant time. Typed codes are matched
-        against every waiting device, so the misses are counted across all
-        flows: after too many, every waiting device gets a new code (the
-        chance of a guess stays that of one device's code).
+        against every waiting device, so the misses within a code's
+        lifetime are counted across all flows: after too many, every waiting
+        device gets a new code. A guess hits one of N waiting codes with a
+        chance of N in a million, and five guesses at most per code.
         """
         typed = code.strip().replace(" ", "").encode()
         waiting = self._waiting(lambda _mac: True)
@@ -409,11 +411,15 @@ class PairingManager:
                 found = pending
         if found is not None:
             return CodeCheck.OK, found
-        self._code_misses += 1
-        if self._code_misses < MAX_CODE_ATTEMPTS:
+        now = time.monotonic()
+        misses = self._code_misses
+        misses.append(now)
+        while misses and misses[0] < now - CODE_TTL:
+            misses.popleft()  # typos of days ago do not count
+        if len(misses) < MAX_CODE_ATTEMPTS:
             return CodeCheck.INVALID, None
         LOGGER.warning("Too many wrong codes typed; issuing new codes")
-        self._code_misses = 0
+        misses.clear()
         for pending in waiting:
             pending.code = new_code()
             self._arm(pending)

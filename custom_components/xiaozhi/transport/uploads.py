@@ -233,8 +233,9 @@ async def _receive_picture(
 def _check_jpeg(photo: bytes) -> None:
     """Raise ValueError unless ``photo`` decodes as a JPEG of a sane size.
 
-    Only a picture is ever served back as ``image/jpeg``: a body with a
-    JPEG's first bytes and anything behind them is refused.
+    Only a picture is ever served back as ``image/jpeg``: a body that only
+    starts like a JPEG is refused. (Bytes after a whole picture's end are
+    ignored by decoders, and served with ``nosniff``.)
     """
     try:
         with Image.open(io.BytesIO(photo), formats=["JPEG"]) as image:

@@ -76,7 +76,8 @@ class Announcer:
         self.hass = hass
         self._target = target
         self._playback: asyncio.Task[None] | None = None
-        self._say_stop = False
+        # Playbacks cut short that still owe the device their tts stop.
+        self._stop_when_cut: set[asyncio.Task[None]] = set()
 
     @property
     def playing(self) -> bool:
@@ -91,7 +92,8 @@ class Announcer:
         does next.
         """
         if self._playback is not None:
-            self._say_stop = say_stop
+            if say_stop:
+                self._stop_when_cut.add(self._playback)
             self._playback.cancel()
 
     async def async_stopped(self) -> None:
@@ -150,7 +152,7 @@ class Announcer:
     ) -> None:
         await channel.async_start_speaking()
         started = self.hass.loop.time()
-        self._say_stop, cut = False, False
+        cut = False
         try:
             if announcement.message:
                 await channel.async_show_sentence(announcement.message)
@@ -160,7 +162,9 @@ class Announcer:
                 not_before=started + TTS_START_SETTLE,
             )
         except asyncio.CancelledError:
-            cut = not self._say_stop
+            playback = asyncio.current_task()
+            cut = playback not in self._stop_when_cut
+            self._stop_when_cut.discard(playback)
             raise
         finally:
             if not cut:

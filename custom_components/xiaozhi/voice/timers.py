@@ -107,7 +107,7 @@ class DeviceTimers:
     async def _async_missed(self, said: str) -> None:
         """Tell the user a timer rang on a device that could not say so."""
         target = self._target
-        LOGGER.info("%s: %s, but the device is not connected", target.name, said)
+        LOGGER.info("%s: %s, but the device could not be told", target.name, said)
         persistent_notification.async_create(
             target.hass,
             await async_device_text(

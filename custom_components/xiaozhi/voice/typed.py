@@ -21,6 +21,7 @@ _CJK: Final = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af
 _PUNCTUATION: Final = ("?", "\uff1f", "\u3002", "!", "\uff01", ".")  # and full-width
 MIN_WORDS: Final = 3
 MIN_CJK: Final = 5
+MAX_QUESTION: Final = 1000  # characters of a typed question the agent gets
 
 
 def is_typed_question(text: str, wake_word: str | None) -> bool:
@@ -45,12 +46,15 @@ async def async_answer(
 ) -> str:
     """Return the answer of the device's pipeline's agent to ``text``."""
     pipeline = _chosen_pipeline(hass, pipeline_entity_id)
+    language = pipeline.conversation_language
+    if language == "*":  # any language: the one the pipeline speaks
+        language = pipeline.language
     result = await conversation.async_converse(
         hass,
-        text,
+        text[:MAX_QUESTION],
         None,
         Context(),
-        language=pipeline.conversation_language,
+        language=language,
         agent_id=pipeline.conversation_engine,
         device_id=device_id,
         satellite_id=satellite_id,
