@@ -13,7 +13,7 @@ import asyncio
 from collections.abc import Coroutine
 from itertools import islice
 import logging
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 from homeassistant.config_entries import ConfigEntry
 from homeassistant.core import CALLBACK_TYPE, HomeAssistant, callback
@@ -63,6 +63,10 @@ from .voice.typed import is_typed_question
 
 type XiaozhiConfigEntry = ConfigEntry[XiaozhiRuntime]
 
+# A detect within this many seconds of microphone audio follows a pre-roll:
+# it is a wake word, whatever its text.
+PREROLL_WINDOW: Final = 3.0
+
 
 class UploadUrls(Protocol):
     """Where a device uploads and fetches; the transport that serves it mints them."""
@@ -102,6 +106,7 @@ class XiaozhiRuntime:
         )
         self._channel: VoiceChannel | None = None
         self._pending_link: LinkInfo | None = None
+        self._mic_heard_at = -PREROLL_WINDOW  # when microphone audio came last
         self._shutting_down = False
 
     async def async_setup(self) -> None:
@@ -355,8 +360,14 @@ class XiaozhiRuntime:
         """Record a device event, fire it, and pass its voice on."""
         if session is not self.session or self._channel is None:
             return
-        if event.type is DeviceEventType.WAKE_WORD and is_typed_question(
-            text := str(event.data.get("text") or ""), self.entry_data.wake_word
+        if (
+            event.type is DeviceEventType.WAKE_WORD
+            and is_typed_question(
+                text := str(event.data.get("text") or ""), self.entry_data.wake_word
+            )
+            # A wake word comes after the audio from before it (the pre-roll);
+            # a text client sends no audio first.
+            and self.hass.loop.time() - self._mic_heard_at > PREROLL_WINDOW
         ):
             # Not a wake word: a question typed on a text client.
             LOGGER.debug("%s: typed question %r", self.name, text)
@@ -394,6 +405,7 @@ class XiaozhiRuntime:
     def session_audio(self, session: DeviceSession, payload: bytes) -> None:
         """Pass microphone audio to the voice assistant."""
         if session is self.session:
+            self._mic_heard_at = self.hass.loop.time()
             self.voice_router.audio(payload)
 
     @callback

@@ -585,3 +585,21 @@ async def test_a_typed_question_is_answered_aloud(
 def test_what_reads_as_a_typed_question(text: str, typed: bool) -> None:
     assert is_typed_question(text, None) is typed
     assert is_typed_question(text, text) is False  # the device's own wake word
+
+
+async def test_a_long_wake_word_after_its_pre_roll_is_a_wake_word(
+    hass: HomeAssistant,
+    voice: Voice,
+    init_integration: MockConfigEntry,
+    talker: SimulatedDevice,
+) -> None:
+    """A custom wake word that reads like a sentence, heard by the firmware.
+
+    The firmware sends its pre-roll first: a detect right after microphone
+    audio is a wake word, and the turn listens as usual.
+    """
+    voice.tts.seconds = 0.3
+    await talker.wake("小智小智你好呀", SPEECH)
+    await closed(talker)
+    assert voice.stt.calls == 1
+    assert init_integration.runtime_data.entry_data.wake_word == "小智小智你好呀"

@@ -8,7 +8,8 @@ question the same way. A text is taken as a question when it is not the
 device's known wake word and reads like a sentence: three words or more,
 five Chinese, Japanese or Korean characters or more, or question or sentence
 punctuation. Wake words are short names ("你好小智", "Hi ESP", "Hey Jarvis");
-a custom one of three words or more would be taken as a question.
+the runtime also takes any detect that follows microphone audio (the
+firmware's pre-roll) as a wake word, so a longer custom one is kept too.
 """
 
 import re
