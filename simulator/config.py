@@ -76,6 +76,12 @@ class DeviceConfig:
     # Voice
     microphone: bool = True
     """Stream the microphone while Listening, as the firmware does."""
+    notify: bool | None = None
+    """Whether the firmware plays ``notify`` sounds; None: after 2.4.2 only.
+
+    ``main`` kept version 2.4.2 for a while after the change, so a version
+    alone does not tell.
+    """
     mic_speed: float = 1.0
     """How much faster than real time the microphone streams (tests)."""
     tts_start_latency: float = 0.02

@@ -991,7 +991,7 @@ class SimulatedDevice:
             self._on_server_hello(frame)
         elif kind == "goodbye" and self.uses_mqtt:
             await self._on_goodbye(frame)
-        elif kind == "notify" and is_newer_version("2.4.2", self.config.firmware):
+        elif kind == "notify" and self._plays_notify():
             self._on_notify(frame)
         elif kind == "mcp":
             payload = frame.get("payload")
@@ -1142,6 +1142,11 @@ class SimulatedDevice:
                         self._playback_drained()
         elif state == "sentence_start" and isinstance(frame.get("text"), str):
             self.tts_sentences.append(frame["text"])
+
+    def _plays_notify(self) -> bool:
+        if self.config.notify is not None:
+            return self.config.notify
+        return is_newer_version("2.4.2", self.config.firmware)
 
     def _on_alert(self, frame: dict[str, Any]) -> None:
         fields = ("status", "message", "emotion")

@@ -22,7 +22,7 @@ from .const import DOMAIN, LOGGER
 from .protocol import Activity, DeviceEvent, DeviceStatus, Tool
 
 STORAGE_VERSION: Final = 1
-STORAGE_MINOR_VERSION: Final = 3
+STORAGE_MINOR_VERSION: Final = 4
 SAVE_DELAY: Final = 10.0
 PICTURE_KINDS: Final = ("photo", "screen")
 
@@ -35,6 +35,13 @@ class StoredPicture(TypedDict):
     taken: str
 
 
+class StoredNotify(TypedDict):
+    """Whether the device played a ``notify`` sound, on which firmware."""
+
+    firmware: str | None
+    plays: bool
+
+
 class StoredDevice(TypedDict):
     """What is stored about a device between restarts."""
 
@@ -44,6 +51,7 @@ class StoredDevice(TypedDict):
     firmware: str | None
     wake_word: str | None
     pictures: dict[str, StoredPicture]
+    notify: StoredNotify | None
 
 
 class DeviceStore(Store[StoredDevice]):
@@ -56,7 +64,8 @@ class DeviceStore(Store[StoredDevice]):
         """Bring stored data from an older version to this one.
 
         1.1 had no wake word (1.2 adds it, learnt from the device); 1.3 keeps
-        the pictures. A newer major version is not guessed at.
+        the pictures; 1.4 whether the device plays ``notify`` sounds. A newer
+        major version is not guessed at.
         """
         if old_major_version > STORAGE_VERSION:
             raise NotImplementedError(
@@ -70,6 +79,7 @@ class DeviceStore(Store[StoredDevice]):
             "firmware": None,
             "wake_word": None,
             "pictures": {},
+            "notify": None,
         }
         if isinstance(old_data, dict):
             data.update(old_data)  # type: ignore[typeddict-item]
@@ -133,6 +143,7 @@ class XiaozhiEntryData:
         self.status = DeviceStatus()
         self.activity = Activity.IDLE
         self.wake_word: str | None = None
+        self._notify: StoredNotify | None = None
         # How the device listens in the current conversation (auto, manual,
         # realtime); None outside a conversation.
         self.listen_mode: str | None = None
@@ -165,6 +176,7 @@ class XiaozhiEntryData:
         self.board = stored["board"] or self.board
         self.firmware = stored["firmware"] or self.firmware
         self.wake_word = stored["wake_word"]
+        self._notify = stored["notify"]
         for kind, meta in stored["pictures"].items():
             if kind not in PICTURE_KINDS:
                 continue
@@ -187,6 +199,7 @@ class XiaozhiEntryData:
             "board": self.board,
             "firmware": self.firmware,
             "wake_word": self.wake_word,
+            "notify": self._notify,
             "pictures": {
                 kind: {
                     "content_type": picture.content_type,
@@ -265,6 +278,25 @@ class XiaozhiEntryData:
             self.wake_word = wake_word
             self._schedule_save()
             self.async_write_state()
+
+    @property
+    def plays_notify(self) -> bool | None:
+        """Return whether the device's firmware plays ``notify`` sounds.
+
+        None until an idle announcement has shown it, and again once the
+        firmware changed: its version number does not tell (``main`` kept
+        2.4.2 for a while after the change).
+        """
+        known = self._notify
+        if known is None or known["firmware"] != self.firmware:
+            return None
+        return known["plays"]
+
+    @callback
+    def async_learn_notify(self, plays: bool) -> None:
+        """Remember whether the device fetched a ``notify`` sound."""
+        self._notify = {"firmware": self.firmware, "plays": plays}
+        self._schedule_save()
 
     @callback
     def async_set_listen_mode(self, mode: str | None) -> None:

@@ -152,6 +152,16 @@ class XiaozhiRuntime:
         return self.entry_data.firmware
 
     @property
+    def plays_notify(self) -> bool | None:
+        """Return whether its firmware plays notify sounds (None: not known)."""
+        return self.entry_data.plays_notify
+
+    @callback
+    def async_learn_notify(self, *, plays: bool) -> None:
+        """Remember whether its firmware plays notify sounds."""
+        self.entry_data.async_learn_notify(plays)
+
+    @property
     def connected(self) -> bool:
         """Return True when a session finished its handshake."""
         return self.session is not None and self.session.ready

@@ -3,11 +3,9 @@
 import io
 
 import av
-import pytest
 
 from custom_components.xiaozhi.protocol.audio.codec import decode_file, encode_ogg_opus
 from custom_components.xiaozhi.protocol.audio.preroll import EARLY_WINDOW, EarlyAudio
-from custom_components.xiaozhi.protocol.firmware import plays_notify, version_tuple
 from custom_components.xiaozhi.protocol.mqtt.udp import opus_duration_ms
 from simulator.voice import dominant_frequency, tone
 
@@ -39,26 +37,6 @@ def test_old_packets_are_not_part_of_a_new_turn() -> None:
     early.add(1.06, b"b")
     early.clear()
     assert early.take_live(1.07) == []
-
-
-@pytest.mark.parametrize(
-    ("version", "numbers", "notify"),
-    [
-        ("2.4.2", (2, 4, 2), False),
-        ("2.4.3", (2, 4, 3), True),
-        ("2.4.10", (2, 4, 10), True),
-        ("v2.5.0-rc1", (2, 5, 0), True),
-        ("1.9.9", (1, 9, 9), False),
-        ("2.4.2.1", (2, 4, 2, 1), True),
-        ("abc", (), False),
-        (None, (), False),
-    ],
-)
-def test_firmware_versions(
-    version: str | None, numbers: tuple[int, ...], notify: bool
-) -> None:
-    assert version_tuple(version) == numbers
-    assert plays_notify(version) is notify
 
 
 def test_ogg_opus_for_the_notify_player() -> None:

@@ -13,9 +13,9 @@ from homeassistant.helpers import intent
 import pytest
 from pytest_homeassistant_custom_component.common import MockConfigEntry
 
-from custom_components.xiaozhi.protocol.firmware import plays_notify
 from custom_components.xiaozhi.runtime import XiaozhiRuntime
 from custom_components.xiaozhi.transport.mqtt import MqttLink
+from custom_components.xiaozhi.voice import announce
 from simulator import SimulatedDevice
 from simulator.voice import dominant_frequency, silence, tone
 from tests.conftest import LOOPBACK_OTA_URL, wait_for_runtime
@@ -178,7 +178,6 @@ async def new_firmware(
     await device.connect()
     runtime = init_integration.runtime_data
     await wait_for_runtime(runtime, lambda m: m.connected)
-    assert plays_notify(runtime.firmware)
     return device
 
 
@@ -245,24 +244,63 @@ async def test_a_wake_during_an_idle_announcement_keeps_its_conversation(
     assert "goodbye" not in [frame["type"] for frame in new_firmware.received][:-1]
 
 
-async def test_idle_announcement_on_older_firmware_shows_the_text(
+async def test_notify_is_learnt_from_behaviour_not_the_version(
     hass: HomeAssistant,
     voice: Voice,
     init_integration: MockConfigEntry,
-    mqtt_talker: SimulatedDevice,
-    caplog: pytest.LogCaptureFixture,
+    simulators: Callable[..., SimulatedDevice],
 ) -> None:
+    """Firmware 2.4.2 from main, with notify: the sound is fetched and played."""
+    voice.tts.seconds = 0.4
+    device = simulators(ota_url=LOOPBACK_OTA_URL, firmware="2.4.2", notify=True)
+    await device.provision()
+    await device.connect()
+    runtime = init_integration.runtime_data
+    await wait_for_runtime(runtime, lambda m: m.connected)
     await hass.services.async_call(
         "assist_satellite",
         "announce",
         {"entity_id": satellite_id(hass), "message": "Dinner is ready"},
         blocking=True,
     )
-    await mqtt_talker.wait_for(lambda: bool(mqtt_talker.alerts))
-    assert mqtt_talker.alerts == [
-        {"status": "Home Assistant", "message": "Dinner is ready", "emotion": "neutral"}
+    (sound,) = device.notify_sounds
+    assert abs(len(sound["pcm"]) / 2 / 24000 - 0.4) <= FRAME
+    assert device.alerts == []
+    assert runtime.plays_notify is True
+    # Remembered until the firmware changes.
+    runtime.entry_data.async_set_identity(runtime.entry_data.board, "2.4.3")
+    assert runtime.plays_notify is None
+
+
+async def test_idle_announcement_on_older_firmware_shows_the_text(
+    hass: HomeAssistant,
+    voice: Voice,
+    init_integration: MockConfigEntry,
+    mqtt_talker: SimulatedDevice,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The first announcement finds out (no fetch); later ones show text at once."""
+    monkeypatch.setattr(announce, "NOTIFY_FETCH_TIMEOUT", 0.3)
+    runtime = init_integration.runtime_data
+    assert runtime.plays_notify is None
+    for message in ("Dinner is ready", "Tea is ready"):
+        await hass.services.async_call(
+            "assist_satellite",
+            "announce",
+            {"entity_id": satellite_id(hass), "message": message},
+            blocking=True,
+        )
+    await mqtt_talker.wait_for(lambda: len(mqtt_talker.alerts) == 2)
+    assert [alert["message"] for alert in mqtt_talker.alerts] == [
+        "Dinner is ready",
+        "Tea is ready",
     ]
-    assert "plays sounds only in a conversation" in caplog.text
+    asked = [frame for frame in mqtt_talker.received if frame["type"] == "notify"]
+    assert len(asked) == 1  # tried once, then known
+    assert runtime.plays_notify is False
+    assert "its firmware (2.0.4) plays sounds only in a conversation" in caplog.text
+    assert "plays sounds only in a conversation (firmware 2.0.4)" in caplog.text
     with pytest.raises(HomeAssistantError, match="no text to show"):
         await hass.services.async_call(
             "assist_satellite",

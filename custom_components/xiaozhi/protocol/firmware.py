@@ -32,29 +32,3 @@ PASSIVE_TOOLS: Final = frozenset(
         ASSETS_TOOL,
     }
 )
-
-# The ``notify`` message (a sound to fetch and play while idle) came after
-# firmware 2.4.2 (78/xiaozhi-esp32 PR 2191); older firmware ignores it.
-NOTIFY_AFTER: Final = (2, 4, 2)
-
-
-def version_tuple(version: str | None) -> tuple[int, ...]:
-    """Return ``2.4.3`` as ``(2, 4, 3)``; what is not a number ends it."""
-    numbers: list[int] = []
-    for part in (version or "").strip().lstrip("vV").split("."):
-        digits = ""
-        for char in part:
-            if not char.isdigit():
-                break
-            digits += char
-        if not digits:
-            break
-        numbers.append(int(digits))
-        if len(digits) != len(part):
-            break
-    return tuple(numbers)
-
-
-def plays_notify(version: str | None) -> bool:
-    """Return True for firmware that fetches and plays ``notify`` sounds."""
-    return version_tuple(version) > NOTIFY_AFTER

@@ -25,12 +25,11 @@ from ..media.fetch import async_fetch_pcm
 from ..protocol.audio import SPEAKER_SAMPLE_RATE
 from ..protocol.audio.codec import SAMPLE_WIDTH, encode_ogg_opus
 from ..protocol.audio.pacing import TTS_START_SETTLE
-from ..protocol.firmware import plays_notify
 from .channel import VoiceChannel
 from .speech import play_audio, stream_pcm
 
 ANNOUNCER: Final = "Home Assistant"  # the alert's title line
-NOTIFY_FETCH_TIMEOUT: Final = 10.0  # the firmware fetches at once when idle
+NOTIFY_FETCH_TIMEOUT: Final = 5.0  # the firmware fetches at once when idle
 
 
 class ClipUrls(Protocol):
@@ -58,6 +57,13 @@ class AnnounceTarget(Protocol):
     @property
     def firmware(self) -> str | None:
         """Return the firmware version the device reported."""
+
+    @property
+    def plays_notify(self) -> bool | None:
+        """Return whether its firmware plays notify sounds (None: not known)."""
+
+    def async_learn_notify(self, *, plays: bool) -> None:
+        """Remember whether its firmware plays notify sounds."""
 
 
 def _failed(name: str, err: BaseException) -> HomeAssistantError:
@@ -177,13 +183,29 @@ class Announcer:
         name, firmware = channel.name, self._target.firmware
         text = announcement.message
         try:
-            if plays_notify(firmware):
+            # Whether the firmware plays notify sounds is learnt by trying:
+            # its version does not tell. An idle device that does not fetch
+            # the sound has none (busy devices are not idle).
+            known = self._target.plays_notify
+            if known is not False:
                 if await self._async_notify_sound(channel, announcement):
+                    if known is None:
+                        self._target.async_learn_notify(plays=True)
                     return
-                LOGGER.info(
-                    "%s did not fetch the announcement (busy?); showing its text",
-                    name,
-                )
+                if known is None:
+                    self._target.async_learn_notify(plays=False)
+                    LOGGER.info(
+                        "%s did not fetch the announcement: its firmware (%s) "
+                        "plays sounds only in a conversation; showing the "
+                        "text with its alert sound from now on",
+                        name,
+                        firmware,
+                    )
+                else:
+                    LOGGER.info(
+                        "%s did not fetch the announcement (busy?); showing its text",
+                        name,
+                    )
             else:
                 LOGGER.info(
                     "%s plays sounds only in a conversation (firmware %s); "
