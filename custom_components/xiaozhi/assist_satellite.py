@@ -214,16 +214,26 @@ class XiaozhiAssistSatellite(XiaozhiEntity, AssistSatelliteEntity):
         self._early.clear()
         self._wake_phrase = None
         if (turn := self._turn) is not None:
-            self._turn = None
-            cut_short = turn.listening and not self._answering
-            turn.cancel()
-            if cut_short and self._turn_task is not None:
-                self._turn_task.cancel()
+            self._drop_turn(turn)
         self._announcer.cancel()
         if self._next_turn is not None and not self._next_turn.done():
             self._next_turn.set_result(False)
         if self.state != IDLE:
             self.tts_response_finished()
+
+    @callback
+    def _drop_turn(self, turn: VoiceTurn) -> None:
+        """Drop the current turn without a word to the device.
+
+        A run still listening is cancelled (half a sentence must not reach
+        the agent) unless it answers Home Assistant's own question, which
+        ends with its audio so that the base class resolves the question.
+        """
+        self._turn = None
+        cut_short = turn.listening and not self._answering
+        turn.cancel()
+        if cut_short and self._turn_task is not None:
+            self._turn_task.cancel()
 
     @callback
     def _start_turn(self) -> None:
@@ -367,10 +377,7 @@ class XiaozhiAssistSatellite(XiaozhiEntity, AssistSatelliteEntity):
         if self._answering:
             turn.end_audio()
             return
-        self._turn = None
-        turn.cancel()
-        if self._turn_task is not None:
-            self._turn_task.cancel()
+        self._drop_turn(turn)
         if self.state != IDLE:
             self.tts_response_finished()
         self.runtime.entry.async_create_background_task(
