@@ -4,7 +4,8 @@ import io
 
 import av
 
-from custom_components.xiaozhi.protocol.audio.codec import decode_file, encode_ogg_opus
+from custom_components.xiaozhi.protocol.audio.codec import decode_file
+from custom_components.xiaozhi.protocol.audio.ogg import encode_ogg_opus
 from custom_components.xiaozhi.protocol.audio.preroll import EARLY_WINDOW, EarlyAudio
 from custom_components.xiaozhi.protocol.mqtt.udp import opus_duration_ms
 from simulator.voice import dominant_frequency, tone

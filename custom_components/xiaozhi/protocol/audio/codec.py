@@ -289,34 +289,3 @@ def decode_file(data: bytes, target_rate: int) -> Iterator[bytes]:
                 yield pcm
     except (av.FFmpegError, ValueError, EOFError) as err:
         raise ProtocolError(f"cannot decode audio: {err}") from err
-
-
-def encode_ogg_opus(
-    pcm: bytes,
-    sample_rate: int = SPEAKER_SAMPLE_RATE,
-    frame_duration: int = FRAME_DURATION_MS,
-) -> bytes:
-    """Return 16-bit mono PCM as a mono Ogg Opus file.
-
-    What the firmware's ``notify`` player takes: one mono Opus stream in Ogg,
-    frames of 5 to 120 ms. No PCM gives no file.
-    """
-    out = io.BytesIO()
-    with av.open(out, mode="w", format="ogg") as container:
-        stream = container.add_stream("libopus", rate=sample_rate)
-        stream.layout = "mono"
-        stream.bit_rate = SPEAKER_BIT_RATE
-        stream.codec_context.options = {
-            "frame_duration": str(frame_duration),
-            "application": "audio",
-        }
-        if samples := len(pcm) // SAMPLE_WIDTH:
-            frame = AudioFrame(format="s16", layout="mono", samples=samples)
-            frame.sample_rate = sample_rate
-            frame.planes[0].update(pcm[: samples * SAMPLE_WIDTH])
-            frame.pts = 0
-            for packet in stream.encode(frame):
-                container.mux(packet)
-        for packet in stream.encode(None):
-            container.mux(packet)
-    return out.getvalue()

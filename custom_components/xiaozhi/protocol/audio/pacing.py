@@ -59,8 +59,12 @@ class DownlinkPacer:
         """Return how much audio the device holds now, in seconds."""
         return max(0.0, self.playback_end - self._loop.time())
 
-    async def send(self, packet: bytes) -> None:
-        """Send one frame as soon as the device has room for it in the lead."""
+    async def send(self, packet: bytes, duration: float | None = None) -> None:
+        """Send one frame as soon as the device has room for it in the lead.
+
+        ``duration`` is the audio ``packet`` carries when it is not one frame
+        (a page of an Ogg stream); the lead stays ``lead`` frames of time.
+        """
         now = self._loop.time()
         wait = max(
             self._not_before - now,
@@ -70,8 +74,9 @@ class DownlinkPacer:
             await asyncio.sleep(wait)
             now = self._loop.time()
         await self._send(packet, self._timestamp)
-        self._timestamp += round(self._frame * 1000)
-        self.playback_end = max(self.playback_end, now) + self._frame
+        length = self._frame if duration is None else duration
+        self._timestamp += round(length * 1000)
+        self.playback_end = max(self.playback_end, now) + length
         lead = self.playback_end - now
         self.stats.frames += 1
         self.stats.max_lead = max(self.stats.max_lead, lead)
