@@ -87,6 +87,8 @@ class DeviceConfig:
     tts_start_latency: float = 0.02
     """How long ``tts start`` takes to reach the main loop: audio sent sooner
     is dropped."""
+    notify_cue: float = 0.48
+    """How long the popup cue plays before a ``notify`` fetches its sound."""
     decode_queue: int = 40
     """Packets the decode queue holds (40 in v2.4; 20 after the notify change)."""
     udp_strict_sequence: bool = True

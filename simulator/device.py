@@ -17,7 +17,6 @@ sleeping.
 import asyncio
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
-import io
 import json
 import logging
 import random
@@ -30,6 +29,7 @@ from .config import DeviceConfig, Faults
 from .device_tools import build_tools
 from .mcp_server import AfterReply, McpServer, defer_after_reply
 from .mqtt import DeviceMqttLink, DeviceUdpChannel, UdpParams, UdpRecord, parse_udp
+from .notify import NotifyPlayback, play_notify
 from .ota import (
     Activation,
     FirmwareOffer,
@@ -59,7 +59,6 @@ from .voice import (
     WAKE_WORD_PREROLL,
     MicEncoder,
     Speaker,
-    read_audio,
     silence,
 )
 
@@ -239,8 +238,10 @@ class SimulatedDevice:
         self._udp_params: UdpParams | None = None
         self.udp_record = UdpRecord()
         self.goodbyes_received = 0
-        self.notify_sounds: list[dict[str, Any]] = []
+        self.notify_sounds: list[NotifyPlayback] = []
+        self.popups = 0
         self._notifying = False
+        self._notify_task: asyncio.Task[None] | None = None
         self._reader: asyncio.Task[None] | None = None
         self._hello: asyncio.Future[None] | None = None
         self._closing_reason: str | None = None
@@ -295,6 +296,10 @@ class SimulatedDevice:
     ) -> None:
         """Stop the device."""
         await self.stop()
+
+    def touch(self) -> None:
+        """Wake whoever waits for the device (``wait_for``): something changed."""
+        self._notify()
 
     def _notify(self) -> None:
         """Wake every waiter so it re-checks its predicate."""
@@ -1042,30 +1047,40 @@ class SimulatedDevice:
             _LOGGER.info("%s: busy, notify ignored", self.name)
             return
         self._notifying = True
-        self._spawn(self._play_notify(url, subtitles), "notify")
+        self._notify_task = self._spawn(self._play_notify(url, subtitles), "notify")
 
     async def _play_notify(self, url: str, subtitles: list[Any]) -> None:
+        texts = [
+            item["text"]
+            for item in subtitles
+            if isinstance(item, dict) and isinstance(item.get("text"), str)
+        ]
+        record = NotifyPlayback(url=url, subtitles=texts)
+        self.notify_sounds.append(record)
+        self.popups += 1
+        self._notify()
         try:
-            status, body = await self.http_request(
-                "GET",
-                url,
-                headers={"Accept": "audio/ogg, application/ogg"},
-                failure="notify fetch failed",
+            await asyncio.sleep(self.config.notify_cue)
+            await play_notify(
+                self._client(),
+                self.rewrite(url),
+                record,
+                queue_size=self.config.decode_queue,
+                changed=self._notify,
             )
-            texts = [
-                item["text"]
-                for item in subtitles
-                if isinstance(item, dict) and isinstance(item.get("text"), str)
-            ]
-            pcm = read_audio(io.BytesIO(body), 24000) if 200 <= status < 300 else b""
-            self.notify_sounds.append(
-                {"url": url, "status": status, "subtitles": texts, "pcm": pcm}
-            )
-        except (ToolError, ValueError, OSError) as err:
-            _LOGGER.warning("%s: notify playback failed: %s", self.name, err)
+            if record.error:
+                _LOGGER.warning(
+                    "%s: notify playback failed: %s", self.name, record.error
+                )
         finally:
             self._notifying = False
+            self._notify_task = None
             self._notify()
+
+    def _stop_notify(self) -> None:
+        """Stop a notify playback (a wake word): what is queued is dropped."""
+        if self._notify_task is not None:
+            self._notify_task.cancel()
 
     async def _on_goodbye(self, frame: dict[str, Any]) -> None:
         """Close the audio channel when the goodbye names this conversation."""
@@ -1213,6 +1228,7 @@ class SimulatedDevice:
         then ``listen detect`` with the phrase, then ``listen start`` and the
         microphone in real time.
         """
+        self._stop_notify()
         if not self.connected:
             await self.connect()
         self._stop_mic()

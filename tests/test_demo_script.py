@@ -11,6 +11,7 @@ from types import SimpleNamespace
 from typing import Any
 import wave
 
+import aiohttp
 from homeassistant.bootstrap import CORE_INTEGRATIONS, DEFAULT_INTEGRATIONS
 import homeassistant.components
 from homeassistant.components import stt
@@ -26,7 +27,7 @@ import pytest
 import voluptuous as vol
 
 import demo
-from demo import client, devices, files, main, voice
+from demo import DemoError, client, devices, files, main, media, voice
 from demo.voice_engines import stt as engines_stt, tts as engines_tts
 from simulator import SimulatedDevice
 from simulator.voice import silence, tone, write_wav
@@ -454,6 +455,12 @@ def test_http_store_writer_fails_loudly_on_another_version(tmp_path: Path) -> No
         ("listen 1", devices.Command("listen", 1)),
         ("stop 2", devices.Command("stop", 2)),
         ("abort 1", devices.Command("abort", 1)),
+        ("play 2 song.mp3", devices.Command("play", 2, "song.mp3")),
+        (
+            "play 1 http://radio.example/live.mp3",
+            devices.Command("play", 1, "http://radio.example/live.mp3"),
+        ),
+        ("stop-media 2", devices.Command("stop-media", 2)),
     ],
 )
 def test_parse_command(line: str, command: devices.Command) -> None:
@@ -468,6 +475,7 @@ def test_parse_command(line: str, command: devices.Command) -> None:
         ("wake one", "wake needs a device number"),
         ("listen 3", "no device 3; there are 2"),
         ("stop 0", "no device 0"),
+        ("play 1", "play needs a file or URL"),
     ],
 )
 def test_parse_command_refuses(line: str, message: str) -> None:
@@ -594,3 +602,42 @@ async def test_say_a_recording(tmp_path: Path) -> None:
     (tmp_path / "bad.wav").write_bytes(b"not audio")
     with pytest.raises(demo.DemoError, match="Cannot read"):
         await demo_voice.speech_of(f"{tmp_path}/bad.wav")
+
+
+# ------------------------------------------------------------ media
+
+
+def test_media_player_of() -> None:
+    entities = [
+        {"platform": "xiaozhi", "unique_id": "aa-number", "entity_id": "number.x"},
+        {
+            "platform": "xiaozhi",
+            "unique_id": "aa-media_player",
+            "entity_id": "media_player.box_speaker",
+        },
+    ]
+    assert media.media_player_of(entities, "aa") == "media_player.box_speaker"
+    with pytest.raises(DemoError, match="no media player"):
+        media.media_player_of(entities, "bb")
+
+
+async def test_local_files_are_served_once_asked_for(
+    tmp_path: Path, socket_enabled: None
+) -> None:
+    song = tmp_path / "song.wav"
+    song.write_bytes(b"RIFF....WAVE")
+    server = media.FileServer()
+    try:
+        url = await server.url_of(song)
+        assert url.endswith("/song.wav")
+        async with aiohttp.ClientSession() as session, session.get(url) as answer:
+            assert await answer.read() == b"RIFF....WAVE"
+        async with (
+            aiohttp.ClientSession() as session,
+            session.get(url.replace("/song", "x/song")) as answer,
+        ):
+            assert answer.status == 404
+        with pytest.raises(DemoError, match="no such file"):
+            await server.url_of(tmp_path / "missing.mp3")
+    finally:
+        await server.close()

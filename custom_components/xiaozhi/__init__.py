@@ -43,6 +43,7 @@ PLATFORMS = [
     Platform.EVENT,
     Platform.IMAGE,
     Platform.LIGHT,
+    Platform.MEDIA_PLAYER,
     Platform.NOTIFY,
     Platform.NUMBER,
     Platform.SELECT,

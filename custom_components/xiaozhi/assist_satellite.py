@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 from typing import Final, override
 
-from homeassistant.components import tts
+from homeassistant.components import persistent_notification, tts
 from homeassistant.components.assist_pipeline import (
     PipelineEvent,
     PipelineNotFound,
@@ -58,6 +58,8 @@ IDLE: Final = "idle"  # the satellite's own idle state
 TAKEOVER_GRACE: Final = 5.0
 # After a question the device listens again by itself (auto mode).
 ANSWER_START_TIMEOUT: Final = 10.0
+# The sound of the "Set up voice assistant" wizard's connection test.
+CONNECTION_TEST_PATH: Final = "/api/assist_satellite/connection_test/"
 
 
 async def async_setup_entry(
@@ -182,6 +184,11 @@ class XiaozhiAssistSatellite(XiaozhiEntity, AssistSatelliteEntity):
             case DeviceEventType.WAKE_WORD:
                 self._wake_phrase = str(event.data.get("text") or "") or None
             case DeviceEventType.LISTENING_STARTED:
+                if self.runtime.player.holds_channel:
+                    # Sent after the reply, before the media's tts start
+                    # reached the device (auto mode): not the user's turn.
+                    LOGGER.debug("%s: listen start during media", self.runtime.name)
+                    return
                 self._start_turn()
             case DeviceEventType.LISTENING_STOPPED:
                 if self._turn is not None:
@@ -307,6 +314,8 @@ class XiaozhiAssistSatellite(XiaozhiEntity, AssistSatelliteEntity):
                 task = self._turn_task
                 if task is not None and task is not asyncio.current_task():
                     task.cancel()
+            if self.runtime.player.take_over_channel():
+                return  # media waited for the reply; it ends the conversation
             await turn.channel.async_end_conversation()
 
     async def _async_end_unless_taken_over(self, turn: VoiceTurn) -> None:
@@ -432,13 +441,52 @@ class XiaozhiAssistSatellite(XiaozhiEntity, AssistSatelliteEntity):
 
     # --- announcements --------------------------------------------------------
 
+    @property
+    def voice_busy(self) -> bool:
+        """Return True while a reply or an announcement is spoken."""
+        return self._turn is not None or self._announcer.playing
+
+    async def async_announce_media(self, media_id: str) -> None:
+        """Announce a sound (the media player's announce)."""
+        await self.async_internal_announce(media_id=media_id, preannounce=False)
+
     @override
     async def async_announce(self, announcement: AssistSatelliteAnnouncement) -> None:
         """Play an announcement; blocks until it has played.
 
         In a conversation it plays on the open audio. An idle device on MQTT
-        fetches it as a sound (newer firmware) or shows its text.
+        fetches it as a sound (newer firmware) or shows its text. Media that
+        plays stops first, and does not resume.
+
+        The setup wizard's connection test announces a sound and waits for
+        the device to fetch it; when the device cannot, the reason is shown
+        in a notification rather than lost in a failed background task.
         """
+        test = announcement.original_media_id.startswith(CONNECTION_TEST_PATH)
+        try:
+            await self._async_announce(announcement)
+        except HomeAssistantError as err:
+            if not test:
+                raise
+            LOGGER.warning(
+                "%s could not play the connection test sound: %s",
+                self.runtime.name,
+                err,
+            )
+            persistent_notification.async_create(
+                self.hass,
+                str(err),
+                title=self.runtime.name,
+                notification_id=f"{DOMAIN}_connection_test_{self.runtime.mac}",
+            )
+        else:
+            if test:
+                persistent_notification.async_dismiss(
+                    self.hass, f"{DOMAIN}_connection_test_{self.runtime.mac}"
+                )
+
+    async def _async_announce(self, announcement: AssistSatelliteAnnouncement) -> None:
+        await self.runtime.player.async_stop(end_conversation=False)
         self._cancel_turn()
         if (
             await self._announcer.async_announce(announcement)

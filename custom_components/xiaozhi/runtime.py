@@ -9,7 +9,6 @@ way through :attr:`XiaozhiRuntime.commands` and the session's
 :class:`VoiceChannel`.
 """
 
-import asyncio
 from collections.abc import Coroutine
 from itertools import islice
 import logging
@@ -47,6 +46,8 @@ from .limits import (
     async_clear_cut,
     async_report_cut,
 )
+from .media.notify import NotifyStream, SoundUrls
+from .media.player import MediaPlayback
 from .protocol import (
     CloseReason,
     DeviceEvent,
@@ -66,6 +67,7 @@ type XiaozhiConfigEntry = ConfigEntry[XiaozhiRuntime]
 # A detect within this many seconds of microphone audio follows a pre-roll:
 # it is a wake word, whatever its text.
 PREROLL_WINDOW: Final = 3.0
+ABORT_WAKE_WORD: Final = "wake_word_detected"
 
 
 class UploadUrls(Protocol):
@@ -78,8 +80,8 @@ class UploadUrls(Protocol):
     def mint_snapshot_url(self) -> tuple[str, CALLBACK_TYPE]:
         """Return a one-time screen picture URL and the callback revoking it."""
 
-    def mint_clip_url(self, audio: bytes) -> tuple[str, asyncio.Event, CALLBACK_TYPE]:
-        """Return a one-time URL of a sound, its fetched event and its revoker."""
+    def mint_sound_url(self, sound: NotifyStream) -> tuple[str, CALLBACK_TYPE]:
+        """Return a one-time URL streaming a sound and the callback revoking it."""
 
 
 class XiaozhiRuntime:
@@ -104,6 +106,7 @@ class XiaozhiRuntime:
             lambda key: async_device_text(hass, key),
             self.run_in_background,
         )
+        self.player = MediaPlayback(hass, self)
         self._channel: VoiceChannel | None = None
         self._pending_link: LinkInfo | None = None
         self._mic_heard_at = -PREROLL_WINDOW  # when microphone audio came last
@@ -160,6 +163,21 @@ class XiaozhiRuntime:
     def async_learn_notify(self, *, plays: bool) -> None:
         """Remember whether its firmware plays notify sounds."""
         self.entry_data.async_learn_notify(plays)
+
+    @property
+    def sound_urls(self) -> SoundUrls | None:
+        """Return the sound URLs of the live session."""
+        return self.uploads
+
+    @property
+    def listen_mode(self) -> str | None:
+        """Return how the device listens (manual: push-to-talk)."""
+        return self.entry_data.listen_mode
+
+    @property
+    def voice_busy(self) -> bool:
+        """Return True while a reply or announcement is spoken on the device."""
+        return self.voice_router.busy
 
     @property
     def connected(self) -> bool:
@@ -245,7 +263,7 @@ class XiaozhiRuntime:
             self.entry_data,
             self._async_fire,
             self.name,
-            on_ended=self.voice_router.closed,
+            on_ended=self._conversation_over,
         )
         self.uploads = uploads
         self._pending_link = LinkInfo(
@@ -383,6 +401,17 @@ class XiaozhiRuntime:
             LOGGER.debug("%s: typed question %r", self.name, text)
             self.voice_router.typed(text, self._channel)
             return
+        if event.type is DeviceEventType.WAKE_WORD or (
+            event.type is DeviceEventType.ABORTED
+            and event.data.get("reason") == ABORT_WAKE_WORD
+        ):
+            # The user woke the device: media gives way to the conversation.
+            self.player.device_took_over()
+        elif event.type is DeviceEventType.ABORTED:
+            # Its button: the user wants quiet.
+            self.player.async_silence()
+        elif event.type is DeviceEventType.CONVERSATION_ENDED:
+            self.player.conversation_over()
         self._record(event)
         self._async_fire(event)
         self.voice_router.event(event, self._channel)
@@ -419,6 +448,12 @@ class XiaozhiRuntime:
             self.voice_router.audio(payload)
 
     @callback
+    def _conversation_over(self) -> None:
+        """Home Assistant ended a conversation on a link that stays up."""
+        self.player.conversation_over()
+        self.voice_router.closed()
+
+    @callback
     def session_closed(self, session: DeviceSession, reason: CloseReason) -> None:
         """Forget the session; log why it ended."""
         if session is not self.session:
@@ -444,6 +479,7 @@ class XiaozhiRuntime:
             )
         # Availability first: the satellite writes its state as it stops.
         self.entry_data.async_set_link(None, expected=expected)
+        self.player.device_took_over(gone=True)
         self.voice_router.closed()
 
     # --- what the device's voice and uploads report -----------------------

@@ -13,9 +13,9 @@ from homeassistant.helpers import intent
 import pytest
 from pytest_homeassistant_custom_component.common import MockConfigEntry
 
+from custom_components.xiaozhi.media import notify
 from custom_components.xiaozhi.runtime import XiaozhiRuntime
 from custom_components.xiaozhi.transport.mqtt import MqttLink
-from custom_components.xiaozhi.voice import announce
 from simulator import SimulatedDevice
 from simulator.voice import dominant_frequency, silence, tone
 from tests.conftest import LOOPBACK_OTA_URL, wait_for_runtime
@@ -199,9 +199,9 @@ async def test_idle_announcement_is_fetched_and_played(
     )
     took = loop.time() - started
     (sound,) = new_firmware.notify_sounds
-    assert sound["status"] == 200
-    assert sound["subtitles"] == ["Dinner is ready"]
-    pcm = sound["pcm"]
+    assert sound.status == 200
+    assert sound.subtitles == ["Dinner is ready"]
+    pcm = sound.pcm
     # The message alone (the device plays its own chime), whole, in tune.
     assert abs(len(pcm) / 2 / 24000 - 0.8) <= FRAME
     assert abs(dominant_frequency(pcm, 24000) - 880) <= 5
@@ -213,7 +213,7 @@ async def test_idle_announcement_is_fetched_and_played(
     await runtime.commands.async_call_tool("self.get_device_status", {})
     assert "goodbye" not in [frame["type"] for frame in new_firmware.received]
     # The URL served once: asking again is refused.
-    status, _body = await new_firmware.http_request("GET", sound["url"])
+    status, _body = await new_firmware.http_request("GET", sound.url)
     assert status == 404
 
 
@@ -233,7 +233,12 @@ async def test_a_wake_during_an_idle_announcement_keeps_its_conversation(
             blocking=True,
         )
     )
-    await new_firmware.wait_for(lambda: bool(new_firmware.notify_sounds))
+    await new_firmware.wait_for(
+        lambda: (
+            bool(new_firmware.notify_sounds)
+            and new_firmware.notify_sounds[0].packets > 0
+        )
+    )
     voice.tts.seconds = 0.3
     await new_firmware.wake("你好小智", tone(440, 1.0) + silence(1.0))
     await announcing
@@ -264,7 +269,7 @@ async def test_notify_is_learnt_from_behaviour_not_the_version(
         blocking=True,
     )
     (sound,) = device.notify_sounds
-    assert abs(len(sound["pcm"]) / 2 / 24000 - 0.4) <= FRAME
+    assert abs(len(sound.pcm) / 2 / 24000 - 0.4) <= FRAME
     assert device.alerts == []
     assert runtime.plays_notify is True
     # Remembered until the firmware changes.
@@ -281,7 +286,7 @@ async def test_idle_announcement_on_older_firmware_shows_the_text(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The first announcement finds out (no fetch); later ones show text at once."""
-    monkeypatch.setattr(announce, "NOTIFY_FETCH_TIMEOUT", 0.3)
+    monkeypatch.setattr(notify, "NOTIFY_FETCH_TIMEOUT", 0.3)
     runtime = init_integration.runtime_data
     assert runtime.plays_notify is None
     for message in ("Dinner is ready", "Tea is ready"):

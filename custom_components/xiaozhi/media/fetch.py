@@ -1,9 +1,10 @@
-"""Fetch a sound by URL and decode it into PCM for a device's speaker.
+"""Fetch a sound by URL: whole for an announcement, or as a live source.
 
 Announcement media and the pre-announcement chime arrive as URLs (Home
 Assistant resolves media sources into them); they are fetched with Home
 Assistant's shared client session, within a size and time limit, and decoded
-by PyAV in the executor.
+by PyAV in the executor. A media player's source may never end (internet
+radio): :func:`async_open_source` hands its bytes over as they come.
 """
 
 import asyncio
@@ -21,6 +22,45 @@ from ..protocol.audio.codec import decode_file
 
 MAX_MEDIA_BYTES: Final = 10 * 1024 * 1024
 MEDIA_TIMEOUT: Final = 30.0
+# A live source: the answer's headers, then every later read.
+SOURCE_CONNECT_TIMEOUT: Final = 10.0
+SOURCE_READ_TIMEOUT: Final = 15.0
+# What PyAV reads a content type as; others are probed.
+CONTAINER_FORMATS: Final = {
+    "audio/mpeg": "mp3",
+    "audio/mp3": "mp3",
+    "audio/aac": "aac",
+    "audio/aacp": "aac",
+    "audio/flac": "flac",
+    "audio/x-flac": "flac",
+    "audio/ogg": "ogg",
+    "application/ogg": "ogg",
+    "audio/wav": "wav",
+    "audio/x-wav": "wav",
+    "audio/wave": "wav",
+}
+
+
+def _describe(url: str, err: BaseException) -> tuple[str, str]:
+    """Return the URL to show and what went wrong.
+
+    The URL is shown without its query: signed URLs carry their signature
+    there, and aiohttp's errors repeat the whole URL.
+    """
+    shown = str(URL(url).with_query(None))
+    if isinstance(err, aiohttp.ClientResponseError):
+        return shown, f"HTTP {err.status} {err.message}".strip()
+    return shown, (str(err) or type(err).__name__).replace(url, shown)
+
+
+def media_error(url: str, err: BaseException) -> HomeAssistantError:
+    """Return why the sound at ``url`` cannot be played, translated."""
+    shown, error = _describe(url, err)
+    return HomeAssistantError(
+        translation_domain=DOMAIN,
+        translation_key="media_unavailable",
+        translation_placeholders={"url": shown, "error": error},
+    )
 
 
 async def async_fetch_pcm(hass: HomeAssistant, url: str, rate: int) -> list[bytes]:
@@ -41,15 +81,44 @@ async def async_fetch_pcm(hass: HomeAssistant, url: str, rate: int) -> list[byte
             data = bytes(body)
         return await hass.async_add_executor_job(lambda: list(decode_file(data, rate)))
     except (aiohttp.ClientError, TimeoutError, ProtocolError) as err:
-        # Without its query: signed URLs carry their signature there, and
-        # aiohttp's errors repeat the whole URL.
-        shown = str(URL(url).with_query(None))
-        if isinstance(err, aiohttp.ClientResponseError):
-            error = f"HTTP {err.status} {err.message}".strip()
-        else:
-            error = (str(err) or type(err).__name__).replace(url, shown)
-        raise HomeAssistantError(
-            translation_domain=DOMAIN,
-            translation_key="media_unavailable",
-            translation_placeholders={"url": shown, "error": error},
-        ) from err
+        raise media_error(url, err) from err
+
+
+class LiveSource:
+    """The body of a media URL, read as it arrives (it may never end)."""
+
+    def __init__(self, url: str, response: aiohttp.ClientResponse) -> None:
+        """Read the body of ``response``."""
+        self.url = url
+        self._response = response
+        self.format_name = CONTAINER_FORMATS.get(response.content_type)
+
+    async def read(self, size: int) -> bytes:
+        """Return up to ``size`` bytes, b"" at the end.
+
+        Raises ProtocolError when the source stalls or breaks: the
+        transcoder's thread ends with it.
+        """
+        try:
+            async with asyncio.timeout(SOURCE_READ_TIMEOUT):
+                return await self._response.content.read(size)
+        except (aiohttp.ClientError, TimeoutError) as err:
+            raise ProtocolError(_describe(self.url, err)[1]) from err
+
+    def close(self) -> None:
+        """Drop the connection."""
+        self._response.close()
+
+
+async def async_open_source(hass: HomeAssistant, url: str) -> LiveSource:
+    """Start fetching ``url``; raise ``media_unavailable`` when it cannot be."""
+    session = async_get_clientsession(hass)
+    try:
+        async with asyncio.timeout(SOURCE_CONNECT_TIMEOUT):
+            response = await session.get(url)
+        if response.status >= 400:
+            response.release()
+            response.raise_for_status()
+    except (aiohttp.ClientError, TimeoutError) as err:
+        raise media_error(url, err) from err
+    return LiveSource(url, response)

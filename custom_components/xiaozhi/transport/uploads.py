@@ -5,7 +5,6 @@ pictures and sounds use one-time URLs that the views below mint: each works
 once, and a wrong or used one counts as a failed login of its address.
 """
 
-import asyncio
 from dataclasses import dataclass
 from http import HTTPStatus
 import io
@@ -26,6 +25,7 @@ from ..const import (
     URL_SNAPSHOT,
     URL_VISION,
 )
+from ..media.notify import NotifyStream
 from ..pairing.identity import client_matches, loaded_runtime
 from ..pairing.manager import same_secret
 from ..runtime import XiaozhiRuntime
@@ -148,25 +148,22 @@ class ClipView(HomeAssistantView):
     def __init__(self, logins: FailedLogins) -> None:
         """Start with nothing to serve; count wrong URLs in ``logins``."""
         self._logins = logins
-        self._clips = OneTimeTokens[tuple[bytes, asyncio.Event]]()
+        self._sounds = OneTimeTokens[NotifyStream]()
 
-    def mint(self, base: str, audio: bytes) -> tuple[str, asyncio.Event, CALLBACK_TYPE]:
-        """Return a one-time URL of ``audio``, its fetched event and its revoker."""
-        fetched = asyncio.Event()
-        token, revoke = self._clips.add((audio, fetched))
-        return f"{base}{URL_CLIP}/{token}.ogg", fetched, revoke
+    def mint(self, base: str, sound: NotifyStream) -> tuple[str, CALLBACK_TYPE]:
+        """Return a one-time URL of ``sound`` and its revoker."""
+        token, revoke = self._sounds.add(sound)
+        return f"{base}{URL_CLIP}/{token}.ogg", revoke
 
-    async def get(self, request: web.Request, token: str) -> web.Response:
-        """Hand the sound to the device, once."""
+    async def get(self, request: web.Request, token: str) -> web.StreamResponse:
+        """Stream the sound to the device, once."""
         if self._logins.blocked(request.remote):
             return error_response(HTTPStatus.FORBIDDEN, "Too many wrong credentials")
-        clip = self._clips.take(token.removesuffix(".ogg"))
-        if clip is None:
+        sound = self._sounds.take(token.removesuffix(".ogg"))
+        if sound is None:
             self._logins.failed(request.remote, "sound URL")
             return error_response(HTTPStatus.NOT_FOUND, "Unknown or used sound URL")
-        audio, fetched = clip
-        fetched.set()
-        return web.Response(body=audio, content_type="audio/ogg")
+        return await sound.respond(request)
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,12 +201,9 @@ class DeviceUploads:
         """Return a one-time screen picture URL and the callback revoking it."""
         return self._views.snapshots.mint(self._base, self._mac)
 
-    def mint_clip_url(self, audio: bytes) -> tuple[str, asyncio.Event, CALLBACK_TYPE]:
-        """Return a one-time URL serving ``audio`` (Ogg Opus) to the device.
-
-        The event is set once the device has fetched it.
-        """
-        return self._views.clips.mint(self._base, audio)
+    def mint_sound_url(self, sound: NotifyStream) -> tuple[str, CALLBACK_TYPE]:
+        """Return a one-time URL streaming ``sound`` to the device."""
+        return self._views.clips.mint(self._base, sound)
 
 
 async def _receive_picture(

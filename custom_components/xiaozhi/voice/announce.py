@@ -10,60 +10,39 @@ Three ways, by what the device can do now:
 """
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 import contextlib
 from typing import Final, Protocol
 
 from homeassistant.components import tts
 from homeassistant.components.assist_satellite import AssistSatelliteAnnouncement
-from homeassistant.core import CALLBACK_TYPE, HomeAssistant
+from homeassistant.core import HomeAssistant
 from homeassistant.exceptions import HomeAssistantError
 
 from ..const import DOMAIN, LOGGER
 from ..errors import DeviceUnavailableError
 from ..media.fetch import async_fetch_pcm
+from ..media.notify import NotifyStream, NotifyTarget, SoundUrls, async_notify
+from ..protocol import ProtocolError
 from ..protocol.audio import SPEAKER_SAMPLE_RATE
-from ..protocol.audio.codec import SAMPLE_WIDTH, encode_ogg_opus
+from ..protocol.audio.ogg import Chunk, OggOpusWriter
 from ..protocol.audio.pacing import TTS_START_SETTLE
 from .channel import VoiceChannel
 from .speech import play_audio, stream_pcm
 
 ANNOUNCER: Final = "Home Assistant"  # the alert's title line
-NOTIFY_FETCH_TIMEOUT: Final = 5.0  # the firmware fetches at once when idle
 
 
-class ClipUrls(Protocol):
-    """Mints one-time URLs of sounds a device fetches."""
-
-    def mint_clip_url(self, audio: bytes) -> tuple[str, asyncio.Event, CALLBACK_TYPE]:
-        """Return a one-time URL of a sound, its fetched event and its revoker."""
-
-
-class AnnounceTarget(Protocol):
+class AnnounceTarget(NotifyTarget, Protocol):
     """The device's runtime, as far as announcements need it."""
-
-    @property
-    def name(self) -> str:
-        """Return the device's name."""
 
     @property
     def voice(self) -> VoiceChannel:
         """Return the voice of the live session (DeviceUnavailableError without)."""
 
     @property
-    def uploads(self) -> ClipUrls | None:
-        """Return the URLs of the live session."""
-
-    @property
-    def firmware(self) -> str | None:
-        """Return the firmware version the device reported."""
-
-    @property
-    def plays_notify(self) -> bool | None:
-        """Return whether its firmware plays notify sounds (None: not known)."""
-
-    def async_learn_notify(self, *, plays: bool) -> None:
-        """Remember whether its firmware plays notify sounds."""
+    def sound_urls(self) -> SoundUrls | None:
+        """Return the sound URLs of the live session."""
 
 
 def _failed(name: str, err: BaseException) -> HomeAssistantError:
@@ -182,30 +161,17 @@ class Announcer:
     ) -> None:
         name, firmware = channel.name, self._target.firmware
         text = announcement.message
+        urls = self._target.sound_urls
         try:
-            # Whether the firmware plays notify sounds is learnt by trying:
-            # its version does not tell. An idle device that does not fetch
-            # the sound has none (busy devices are not idle).
-            known = self._target.plays_notify
-            if known is not False:
-                if await self._async_notify_sound(channel, announcement):
-                    if known is None:
-                        self._target.async_learn_notify(plays=True)
+            # Whether the firmware plays notify sounds is learnt by trying
+            # (``async_notify``): its version does not tell.
+            if self._target.plays_notify is not False and urls is not None:
+                stream = NotifyStream(name, lambda: self._ogg(announcement))
+                if await async_notify(self._target, channel, urls, stream, text):
+                    # Played in real time: over once the device played it.
+                    await asyncio.shield(stream.finished)
                     return
-                if known is None:
-                    self._target.async_learn_notify(plays=False)
-                    LOGGER.info(
-                        "%s did not fetch the announcement: its firmware (%s) "
-                        "plays sounds only in a conversation; showing the "
-                        "text with its alert sound from now on",
-                        name,
-                        firmware,
-                    )
-                else:
-                    LOGGER.info(
-                        "%s did not fetch the announcement (busy?); showing its text",
-                        name,
-                    )
+                LOGGER.info("%s did not fetch the announcement; showing its text", name)
             else:
                 LOGGER.info(
                     "%s plays sounds only in a conversation (firmware %s); "
@@ -223,40 +189,34 @@ class Announcer:
         except DeviceUnavailableError as err:
             raise _failed(name, err) from err
 
-    async def _async_notify_sound(
-        self, channel: VoiceChannel, announcement: AssistSatelliteAnnouncement
-    ) -> bool:
-        """Serve the announcement as a sound; True once the device fetched it.
+    async def _ogg(
+        self, announcement: AssistSatelliteAnnouncement
+    ) -> tuple[AsyncIterator[Chunk], Callable[[], Awaitable[None]]]:
+        """Return the announcement as Ogg Opus pages, made once the device asks.
 
         The device plays its own chime first, so the pre-announcement is left
-        out; it returns to idle by itself once the sound has played.
+        out. The sound is fetched only now: a sound the device never asked
+        for is never fetched (the connection test relies on that).
         """
-        uploads = self._target.uploads
-        pcm = b"".join(
-            [
-                chunk
-                async for chunk in self._pcm(
-                    announcement, SPEAKER_SAMPLE_RATE, preannounce=False
-                )
-            ]
-        )
-        if not pcm or uploads is None:
-            return False
-        audio = await self.hass.async_add_executor_job(
-            encode_ogg_opus, pcm, SPEAKER_SAMPLE_RATE
-        )
-        url, fetched, revoke = uploads.mint_clip_url(audio)
-        try:
-            await channel.async_notify(url, announcement.message)
-            async with asyncio.timeout(NOTIFY_FETCH_TIMEOUT):
-                await fetched.wait()
-        except TimeoutError:
-            return False
-        finally:
-            revoke()
-        # Played in real time; the announcement is over when it has played.
-        await asyncio.sleep(len(pcm) / SAMPLE_WIDTH / SPEAKER_SAMPLE_RATE)
-        return True
+        writer = OggOpusWriter()
+        pcm = self._pcm(announcement, SPEAKER_SAMPLE_RATE, preannounce=False)
+
+        async def pages() -> AsyncIterator[Chunk]:
+            try:
+                async for piece in pcm:
+                    for chunk in await self.hass.async_add_executor_job(
+                        writer.feed, piece
+                    ):
+                        yield chunk
+            except HomeAssistantError as err:
+                raise ProtocolError(str(err)) from err
+            for chunk in writer.close():
+                yield chunk
+
+        async def close() -> None:
+            await pcm.aclose()
+
+        return pages(), close
 
     async def _pcm(
         self,
@@ -264,7 +224,7 @@ class Announcer:
         rate: int,
         *,
         preannounce: bool = True,
-    ) -> AsyncIterator[bytes]:
+    ) -> AsyncGenerator[bytes]:
         """Yield the announcement's sound: the chime, then the message."""
         if preannounce and announcement.preannounce_media_id:
             try:

@@ -12,7 +12,7 @@ from typing import Any, Final, Protocol
 from homeassistant.core import CALLBACK_TYPE, callback
 from homeassistant.exceptions import HomeAssistantError
 
-from ..const import LOGGER
+from ..const import DOMAIN, LOGGER
 from ..protocol import DeviceEvent, DeviceEventType
 from .channel import VoiceChannel
 
@@ -40,6 +40,13 @@ class VoiceHandler(Protocol):
 
     def voice_typed(self, text: str) -> None:
         """Answer a question the user typed on a text client."""
+
+    @property
+    def voice_busy(self) -> bool:
+        """Return True while a reply or announcement is spoken."""
+
+    async def async_announce_media(self, media_id: str) -> None:
+        """Play a sound as an announcement (the media player's announce)."""
 
 
 type TextLookup = Callable[[str], Coroutine[Any, Any, str]]
@@ -89,6 +96,21 @@ class VoiceRouter:
             self._handler.voice_typed(text)
         else:
             self._run(self._refuse(channel), "xiaozhi refuse voice")
+
+    @property
+    def busy(self) -> bool:
+        """Return True while the handler speaks a reply or an announcement."""
+        return self._handler is not None and self._handler.voice_busy
+
+    async def async_announce(self, media_id: str) -> None:
+        """Play a sound as an announcement; raise when nobody can."""
+        if self._handler is None:
+            raise HomeAssistantError(
+                translation_domain=DOMAIN,
+                translation_key="announce_voice_off",
+                translation_placeholders={"name": self._name},
+            )
+        await self._handler.async_announce_media(media_id)
 
     @callback
     def audio(self, payload: bytes) -> None:

@@ -1,0 +1,361 @@
+"""The device as a speaker: media played by URL, live, one at a time.
+
+Two ways, by what the device can do now:
+
+- a conversation's audio is open: ``tts start``, the source as paced Opus,
+  ``tts stop``, then the conversation ends. A reply still being spoken goes
+  first: the satellite hands the channel over when its turn is over;
+- idle on an always-on link, on firmware with the ``notify`` player: a
+  one-time Ogg Opus stream the device fetches (``media/notify.py``).
+
+Anything else cannot play now, and the error says what would. The source is
+transcoded as it arrives (``protocol/audio/live.py``), so a stream that
+never ends (internet radio, Music Assistant) plays until it is stopped.
+"""
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+import contextlib
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Final, Protocol
+
+from homeassistant.core import CALLBACK_TYPE, HomeAssistant, callback
+from homeassistant.exceptions import HomeAssistantError
+from homeassistant.util import dt as dt_util
+
+from ..const import DOMAIN, LOGGER
+from ..errors import DeviceUnavailableError
+from ..protocol import ProtocolError
+from ..protocol.audio import SPEAKER_SAMPLE_RATE
+from ..protocol.audio.live import LiveTranscoder
+from ..protocol.audio.ogg import Chunk, ChunkEncoder, OggOpusWriter, OpusChunks
+from ..protocol.audio.pacing import TTS_START_SETTLE, DownlinkPacer
+from ..voice.channel import VoiceChannel
+from .fetch import async_open_source
+from .notify import (
+    FIRST_AUDIO_TIMEOUT,
+    NotifyStream,
+    NotifyTarget,
+    SoundUrls,
+    async_notify,
+)
+
+MANUAL: Final = "manual"
+
+
+class PlaybackState(StrEnum):
+    """What the speaker does."""
+
+    IDLE = "idle"
+    BUFFERING = "buffering"  # waiting for a reply to end, or for the device
+    PLAYING = "playing"
+
+
+class PlayerTarget(NotifyTarget, Protocol):
+    """The device's runtime, as far as playing media needs it."""
+
+    @property
+    def voice(self) -> VoiceChannel:
+        """Return the voice of the live session (DeviceUnavailableError without)."""
+
+    @property
+    def sound_urls(self) -> SoundUrls | None:
+        """Return the sound URLs of the live session."""
+
+    @property
+    def listen_mode(self) -> str | None:
+        """Return how the device listens (manual: push-to-talk)."""
+
+    @property
+    def voice_busy(self) -> bool:
+        """Return True while a reply or announcement is spoken on the device."""
+
+
+@dataclass(slots=True)
+class NowPlaying:
+    """What plays, and since when."""
+
+    media_id: str
+    title: str | None
+    route: str  # "conversation" or "notify"
+    started_at: datetime = field(default_factory=dt_util.utcnow)
+
+
+@dataclass(slots=True, eq=False)
+class _Job:
+    now: NowPlaying
+    state: PlaybackState = PlaybackState.BUFFERING
+    task: asyncio.Task[None] | None = None
+    stream: NotifyStream | None = None
+    go: asyncio.Event = field(default_factory=asyncio.Event)
+    # Tell the device: tts stop, and end the conversation (not when the
+    # device itself moved on).
+    tell_device: bool = True
+    end_conversation: bool = True
+
+
+def _error(key: str, name: str, **placeholders: str) -> HomeAssistantError:
+    return HomeAssistantError(
+        translation_domain=DOMAIN,
+        translation_key=key,
+        translation_placeholders={"name": name, **placeholders},
+    )
+
+
+class MediaPlayback:
+    """Plays media on one device; its state is the media player's."""
+
+    def __init__(self, hass: HomeAssistant, target: PlayerTarget) -> None:
+        """Play on the device of ``target``."""
+        self.hass = hass
+        self._target = target
+        self._job: _Job | None = None
+        self._listeners: list[CALLBACK_TYPE] = []
+
+    @property
+    def state(self) -> PlaybackState:
+        """Return what the speaker does now."""
+        return self._job.state if self._job is not None else PlaybackState.IDLE
+
+    @property
+    def now(self) -> NowPlaying | None:
+        """Return what plays (or waits to), if anything."""
+        return self._job.now if self._job is not None else None
+
+    @callback
+    def async_subscribe(self, listener: CALLBACK_TYPE) -> CALLBACK_TYPE:
+        """Call ``listener`` when the state changes, until the callback is called."""
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener)
+
+    @callback
+    def _set(self, job: _Job | None, state: PlaybackState | None = None) -> None:
+        if job is not None and state is not None:
+            job.state = state
+        if job is self._job or (job is None and self._job is not None):
+            if job is None or state is PlaybackState.IDLE:
+                self._job = None
+            for listener in list(self._listeners):
+                listener()
+
+    # --- playing ------------------------------------------------------------
+
+    async def async_play(self, url: str, media_id: str, title: str | None) -> None:
+        """Play ``url`` (resolved, absolute); return once it plays or waits its turn.
+
+        Whatever played is replaced. Raises HomeAssistantError saying why it
+        cannot be played, and what would work.
+        """
+        await self.async_stop(end_conversation=False)
+        name = self._target.name
+        try:
+            channel = self._target.voice
+        except DeviceUnavailableError as err:
+            raise _error("play_not_connected", name) from err
+        if channel.open:
+            await self._async_play_open(
+                channel, url, NowPlaying(media_id, title, "conversation")
+            )
+            return
+        urls = self._target.sound_urls
+        if not channel.idle_reachable or urls is None:
+            raise _error("play_not_connected", name)
+        if self._target.plays_notify is False:
+            raise _error(
+                "play_needs_conversation", name, firmware=self._target.firmware or "?"
+            )
+        await self._async_play_notify(
+            channel, urls, url, NowPlaying(media_id, title, "notify")
+        )
+
+    async def _async_play_open(
+        self, channel: VoiceChannel, url: str, now: NowPlaying
+    ) -> None:
+        chunks, close = await _async_open(
+            self.hass,
+            url,
+            OpusChunks(channel.sample_rate, channel.frame_duration),
+            channel.sample_rate,
+            channel.name,
+        )
+        try:
+            async with asyncio.timeout(FIRST_AUDIO_TIMEOUT):
+                first = await anext(chunks)
+        except (StopAsyncIteration, TimeoutError, ProtocolError) as err:
+            await close()
+            reason = str(err) if isinstance(err, ProtocolError) else "no audio in time"
+            raise _error("play_failed", channel.name, error=reason) from err
+        job = self._job = _Job(now)
+        job.task = self.hass.async_create_background_task(
+            self._play_open(job, channel, first, chunks, close),
+            f"xiaozhi media on {channel.name}",
+        )
+        if not self._target.voice_busy:
+            job.go.set()
+        self._set(job, PlaybackState.BUFFERING)
+
+    async def _play_open(
+        self,
+        job: _Job,
+        channel: VoiceChannel,
+        first: Chunk,
+        chunks: AsyncIterator[Chunk],
+        close: Callable[[], Awaitable[None]],
+    ) -> None:
+        spoke = False
+        try:
+            await job.go.wait()
+            await channel.async_start_speaking()
+            spoke = True
+            self._set(job, PlaybackState.PLAYING)
+            job.now.started_at = dt_util.utcnow()
+            pacer = DownlinkPacer(
+                channel.async_send_audio,
+                frame_duration=channel.frame_duration / 1000,
+                not_before=self.hass.loop.time() + TTS_START_SETTLE,
+            )
+            await pacer.send(first.data)
+            async for chunk in chunks:
+                await pacer.send(chunk.data)
+            await pacer.drain()
+        except ProtocolError as err:
+            LOGGER.warning("%s: the media broke off: %s", channel.name, err)
+        except HomeAssistantError as err:
+            LOGGER.info("%s: media stopped: %s", channel.name, err)
+            job.tell_device = False
+        finally:
+            await close()
+            if job.tell_device and spoke:
+                with contextlib.suppress(HomeAssistantError):
+                    await channel.async_stop_speaking()
+            if (
+                job.tell_device
+                and spoke
+                and job.end_conversation
+                and self._target.listen_mode != MANUAL
+            ):
+                await channel.async_end_conversation()
+            self._set(job, PlaybackState.IDLE)
+
+    async def _async_play_notify(
+        self, channel: VoiceChannel, urls: SoundUrls, url: str, now: NowPlaying
+    ) -> None:
+        async def open_chunks() -> tuple[
+            AsyncIterator[Chunk], Callable[[], Awaitable[None]]
+        ]:
+            return await _async_open(
+                self.hass, url, OggOpusWriter(), SPEAKER_SAMPLE_RATE, channel.name
+            )
+
+        stream = NotifyStream(channel.name, open_chunks)
+        job = self._job = _Job(now, stream=stream)
+        self._set(job, PlaybackState.BUFFERING)
+        try:
+            played = await async_notify(
+                self._target, channel, urls, stream, now.title or ""
+            )
+        except BaseException:
+            stream.stop()
+            self._set(job, PlaybackState.IDLE)
+            raise
+        if not played:
+            self._set(job, PlaybackState.IDLE)
+            if self._target.plays_notify is False:
+                raise _error(
+                    "play_needs_conversation",
+                    channel.name,
+                    firmware=self._target.firmware or "?",
+                )
+            raise _error("play_busy", channel.name)
+        if stream.finished.done():
+            self._set(job, PlaybackState.IDLE)
+            return
+        job.now.started_at = dt_util.utcnow()
+        self._set(job, PlaybackState.PLAYING)
+        stream.finished.add_done_callback(lambda _: self._set(job, PlaybackState.IDLE))
+
+    # --- stopping -------------------------------------------------------------
+
+    async def async_stop(self, *, end_conversation: bool = True) -> None:
+        """Stop what plays; return once the device was told.
+
+        Without ``end_conversation`` an open conversation stays open (an
+        announcement takes the channel over).
+        """
+        job = self._job
+        if job is None:
+            return
+        job.end_conversation = end_conversation
+        self._cancel(job)
+        if job.task is not None:
+            await asyncio.wait({job.task})
+
+    @callback
+    def device_took_over(self, *, gone: bool = False) -> None:
+        """Drop playback without a word: the device moved on (wake word, gone).
+
+        Media waiting for a reply to end waits on, unless the device is gone.
+        """
+        if (job := self._job) is not None and (gone or job.go.is_set() or job.stream):
+            job.tell_device = False
+            self._cancel(job)
+
+    @callback
+    def conversation_over(self) -> None:
+        """Drop media that waited for a reply: its conversation ended without it."""
+        job = self._job
+        if job is not None and job.task is not None and not job.go.is_set():
+            job.tell_device = False
+            self._cancel(job)
+
+    @callback
+    def async_silence(self) -> None:
+        """Stop what plays as if stopped from Home Assistant (the button)."""
+        if (job := self._job) is not None and job.go.is_set():
+            self._cancel(job)
+
+    @property
+    def holds_channel(self) -> bool:
+        """Return True while media plays on a conversation's open audio."""
+        job = self._job
+        return job is not None and job.task is not None and job.go.is_set()
+
+    @callback
+    def take_over_channel(self) -> bool:
+        """Take the open channel once a turn is over; True when media waits for it."""
+        job = self._job
+        if job is None or job.task is None or job.go.is_set():
+            return False
+        job.go.set()
+        return True
+
+    @callback
+    def _cancel(self, job: _Job) -> None:
+        if job.stream is not None:
+            job.stream.stop()
+        if job.task is not None and not job.task.done():
+            job.task.cancel()
+        self._set(job, PlaybackState.IDLE)
+
+
+async def _async_open(
+    hass: HomeAssistant, url: str, encoder: ChunkEncoder, rate: int, name: str
+) -> tuple[AsyncIterator[Chunk], Callable[[], Awaitable[None]]]:
+    """Start fetching and transcoding ``url``; return its chunks and a closer."""
+    source = await async_open_source(hass, url)
+    transcoder = LiveTranscoder(
+        source.read,
+        encoder,
+        rate,
+        format_name=source.format_name,
+        name=f"xiaozhi media of {name}",
+    )
+    transcoder.start()
+
+    async def close() -> None:
+        source.close()
+        await transcoder.aclose()
+
+    return transcoder.chunks(), close
