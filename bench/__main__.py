@@ -20,13 +20,13 @@ from typing import Any
 import aiohttp
 from homeassistant import const as ha_const
 
-from . import handshake, harness, mqtt, scale, soak, toolcall, voice
+from . import handshake, harness, media, mqtt, scale, soak, toolcall, voice
 from .device import DeviceScript, build_script
 from .report import format_report, judge
 
 RESULTS = Path(__file__).parent / "results.json"
-BENCHMARKS = ("toolcall", "handshake", "scale", "mqtt", "voice", "soak")
-# The soak takes minutes and asks a different question: run it with --only.
+BENCHMARKS = ("toolcall", "handshake", "scale", "mqtt", "voice", "media", "soak")
+# The soak and media (a 10-minute stream) take minutes: run them with --only.
 DEFAULT = ("toolcall", "handshake", "scale", "mqtt", "voice")
 
 
@@ -50,6 +50,11 @@ class Sizes:
     soak_turns: int = 1000
     soak_calls: int = 10_000
     soak_cycles: int = 500
+    media_cpu_seconds: float = 60.0
+    media_plays: int = 20
+    media_streams: int = 10
+    media_song_s: float = 10.0
+    media_stream_s: float = 600.0
 
 
 FULL = Sizes(
@@ -83,6 +88,11 @@ SMOKE = Sizes(
     soak_turns=20,
     soak_calls=100,
     soak_cycles=20,
+    media_cpu_seconds=1.0,
+    media_plays=2,
+    media_streams=2,
+    media_song_s=1.0,
+    media_stream_s=2.0,
 )
 
 
@@ -98,7 +108,7 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=",".join(DEFAULT),
         help=(
             f"comma-separated benchmarks to run (default: {','.join(DEFAULT)}; "
-            "also: soak)"
+            "also: media, soak)"
         ),
     )
     parser.add_argument(
@@ -239,6 +249,16 @@ def main(argv: list[str] | None = None) -> int:
                 codec_seconds=sizes.voice_codec_seconds,
                 turns=sizes.voice_turns,
                 conversations=sizes.voice_conversations,
+            )
+        )
+    if "media" in names:
+        results["media"] = harness.run(
+            lambda: media.measure(
+                cpu_seconds=sizes.media_cpu_seconds,
+                plays=sizes.media_plays,
+                streams=sizes.media_streams,
+                song_s=sizes.media_song_s,
+                stream_s=sizes.media_stream_s,
             )
         )
     if "soak" in names:

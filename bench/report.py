@@ -65,6 +65,27 @@ REPORTED: list[tuple[str, Getter, str, float, str]] = [
 # What a user can feel: gated. (name, value, comparison, limit, unit)
 TARGETS: list[tuple[str, Getter, str, float, str]] = [
     (
+        "media: event loop lag p99, 10 streams",
+        lambda r: r["media"]["many"]["lag_ms"]["p99"] if "media" in r else None,
+        "<",
+        50.0,
+        " ms",
+    ),
+    (
+        "media: frames the devices ran dry, 10 streams",
+        lambda r: r["media"]["many"]["underruns"] if "media" in r else None,
+        "<=",
+        0,
+        "",
+    ),
+    (
+        "media: memory growth over a long stream",
+        lambda r: r["media"]["long"]["growth_mb"] if "media" in r else None,
+        "<",
+        5.0,
+        " MB",
+    ),
+    (
         "soak: memory growth over the last half",
         lambda r: r["soak"]["growth_last_half_mb"] if "soak" in r else None,
         "<",
@@ -215,6 +236,37 @@ def judge(results: dict[str, Any]) -> list[dict[str, Any]]:
             }
         )
     return verdicts
+
+
+def _media(data: dict[str, Any]) -> list[str]:
+    cpu, first, many, long = data["cpu"], data["first_page"], data["many"], data["long"]
+    ours, plain = first["play_media_to_first_page_ms"], first["baseline_plain_fetch_ms"]
+    return [
+        "Media (idle MQTT + UDP device with notify)",
+        (
+            f"  CPU per stream, share of one core: transcode "
+            f"{_num(cpu['transcode_share'] * 100, 2)} %, decoding alone "
+            f"{_num(cpu['decode_only_share'] * 100, 2)} % "
+            f"({_num(cpu['audio_s'])} s of MP3)"
+        ),
+        (
+            f"  play_media -> first Ogg page, {first['plays']} plays: p50 "
+            f"{_num(ours['p50'])} ms, p99 {_num(ours['p99'])} ms; baseline, "
+            f"the device fetching a ready file: p50 {_num(plain['p50'])} ms"
+        ),
+        (
+            f"  {many['streams']} streams at once: lag p99 "
+            f"{_num(many['lag_ms']['p99'])} ms, underruns {many['underruns']}, "
+            f"incomplete {many['incomplete']}, frames played "
+            f"{many['played_frames']}, deepest device queue "
+            f"{many['max_device_queue']}"
+        ),
+        (
+            f"  {_num(long['stream_s'])} s stream: memory {_num(long['rss_start_mb'])}"
+            f" -> {_num(long['rss_end_mb'])} MB (growth "
+            f"{_num(long['growth_mb'], 2)} MB), underruns {long['underruns']}"
+        ),
+    ]
 
 
 def _soak(data: dict[str, Any]) -> list[str]:
@@ -499,6 +551,8 @@ def format_report(results: dict[str, Any]) -> str:
         rows += [*mqtt_rows(results["mqtt"]), ""]
     if "voice" in results:
         rows += [*voice_rows(results["voice"]), ""]
+    if "media" in results:
+        rows += [*_media(results["media"]), ""]
     if "soak" in results:
         rows += [*_soak(results["soak"]), ""]
     for title, gated, word in (

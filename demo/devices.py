@@ -139,6 +139,9 @@ Commands (N is the device number shown by "devices"):
   listen N             start listening as push-to-talk does (manual mode)
   stop N               stop listening
   abort N              abort, as a button press while it speaks
+  play N FILE|URL      play a sound file or a stream on the device's media
+                       player; what it played is saved as a WAV when it ends
+  stop-media N         stop what the device's media player plays
   help                 this text"""
 
 DEFAULT_WAKE_WORD = "你好小智"
@@ -161,7 +164,7 @@ def parse_command(line: str, device_count: int) -> Command:
     name = words[0].lower()
     if name in ("help", "devices"):
         return Command(name)
-    if name not in ("say", "wake", "listen", "stop", "abort"):
+    if name not in ("say", "wake", "listen", "stop", "abort", "play", "stop-media"):
         raise ValueError(f"unknown command {name!r}; type help")
     if len(words) < 2 or not words[1].isdigit():
         raise ValueError(f"{name} needs a device number; type devices")
@@ -171,6 +174,8 @@ def parse_command(line: str, device_count: int) -> Command:
     text = words[2].strip() if len(words) > 2 else ""
     if name == "say" and not text:
         raise ValueError("say needs what to say: say 1 what time is it")
+    if name == "play" and not text:
+        raise ValueError("play needs a file or URL: play 2 song.mp3")
     return Command(name, index, text)
 
 
@@ -203,6 +208,13 @@ async def execute(
     if command.index is None:
         return ""
     device = devices[command.index - 1]
+    if command.name in ("play", "stop-media"):
+        # Home Assistant reaches the device as it is: nothing dials first.
+        if voice is None:
+            return "Voice is not set up"
+        if command.name == "play":
+            return await voice.media.play(device, command.index, command.text)
+        return await voice.media.stop(device)
     if not device.connected:
         # A real device dials Home Assistant when it is woken.
         await device.connect()

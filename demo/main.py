@@ -420,6 +420,7 @@ class Demo:
                         *(device.stop() for device in self.devices),
                         return_exceptions=True,
                     )
+        await self.voice.media.close()
         with contextlib.suppress(aiohttp.ClientError, OSError):
             await self.client.ws_close()
         await self.session.close()

@@ -25,6 +25,7 @@ from simulator.voice import read_audio, tone, write_wav
 
 from . import LANGUAGE, DemoError, say
 from .client import HomeAssistantClient
+from .media import DemoMedia
 
 ENGINES = "xiaozhi_demo_voice"
 PIPELINE_NAME = "XiaoZhi demo"
@@ -97,6 +98,7 @@ class DemoVoice:
         self._client = client
         self._replies = replies
         self._espeak = shutil.which("espeak-ng")
+        self.media = DemoMedia(client, replies)
 
     async def ensure_pipeline(self, timeout: float) -> None:
         """Create the demo pipeline once and make it the preferred one."""
