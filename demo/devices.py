@@ -50,10 +50,12 @@ def device_configs(port: int) -> list[DeviceConfig]:
             **timing,
         ),
         # Firmware as shipped: MQTT + UDP when Home Assistant offers it, so it
-        # stays reachable between conversations.
+        # stays reachable between conversations, and new enough to play
+        # sounds while idle (notify): its media player plays at any time.
         DeviceConfig(
             mac=rich_mac,
             client_id=client_id_for(rich_mac),
+            firmware="2.5.0",
             board="esp32-s3-camera-box",
             screen=True,
             camera=True,

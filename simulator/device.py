@@ -1240,6 +1240,27 @@ class SimulatedDevice:
         self.say(speech)
         await self.send_listen("start", mode)
 
+    async def press_button(self) -> None:
+        """Press the boot button, as ``ToggleChatState`` handles it.
+
+        Speaking: abort. Listening: the conversation ends. Otherwise (idle,
+        or playing a ``notify`` sound, which stops first) a conversation
+        starts: the audio channel opens and the device listens (auto mode),
+        without a wake word.
+        """
+        activity = self.state.activity
+        if activity == "speaking":
+            await self.send_abort()
+            return
+        if activity == "listening":
+            await self.close_audio_channel()
+            return
+        self._stop_notify()
+        if not self.connected:
+            await self.connect()
+        await self.open_audio_channel()
+        await self.send_listen("start", "auto")
+
     async def interrupt(self, phrase: str = "你好小智") -> None:
         """Hear the wake word while speaking: abort, then listen again.
 

@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 from typing import Final, override
 
-from homeassistant.components import persistent_notification, tts
+from homeassistant.components import tts
 from homeassistant.components.assist_pipeline import (
     PipelineEvent,
     PipelineNotFound,
@@ -44,6 +44,7 @@ from .voice.announce import Announcer
 from .voice.timers import DeviceTimers
 from .voice.turn import VoiceTurn
 from .voice.typed import async_answer
+from .voice.wizard import async_connection_test, is_connection_test
 
 PARALLEL_UPDATES = 0
 
@@ -58,8 +59,6 @@ IDLE: Final = "idle"  # the satellite's own idle state
 TAKEOVER_GRACE: Final = 5.0
 # After a question the device listens again by itself (auto mode).
 ANSWER_START_TIMEOUT: Final = 10.0
-# The sound of the "Set up voice assistant" wizard's connection test.
-CONNECTION_TEST_PATH: Final = "/api/assist_satellite/connection_test/"
 
 
 async def async_setup_entry(
@@ -458,32 +457,17 @@ class XiaozhiAssistSatellite(XiaozhiEntity, AssistSatelliteEntity):
         fetches it as a sound (newer firmware) or shows its text. Media that
         plays stops first, and does not resume.
 
-        The setup wizard's connection test announces a sound and waits for
-        the device to fetch it; when the device cannot, the reason is shown
-        in a notification rather than lost in a failed background task.
+        The setup wizard's connection test is one (``voice/wizard.py``).
         """
-        test = announcement.original_media_id.startswith(CONNECTION_TEST_PATH)
-        try:
-            await self._async_announce(announcement)
-        except HomeAssistantError as err:
-            if not test:
-                raise
-            LOGGER.warning(
-                "%s could not play the connection test sound: %s",
-                self.runtime.name,
-                err,
-            )
-            persistent_notification.async_create(
+        if is_connection_test(announcement):
+            await async_connection_test(
                 self.hass,
-                str(err),
-                title=self.runtime.name,
-                notification_id=f"{DOMAIN}_connection_test_{self.runtime.mac}",
+                self.runtime.name,
+                self.runtime.mac,
+                self._async_announce(announcement),
             )
         else:
-            if test:
-                persistent_notification.async_dismiss(
-                    self.hass, f"{DOMAIN}_connection_test_{self.runtime.mac}"
-                )
+            await self._async_announce(announcement)
 
     async def _async_announce(self, announcement: AssistSatelliteAnnouncement) -> None:
         await self.runtime.player.async_stop(end_conversation=False)

@@ -6,6 +6,7 @@ import threading
 
 import av
 import numpy as np
+from PIL import Image
 import pytest
 
 from custom_components.xiaozhi.protocol import ProtocolError
@@ -38,6 +39,11 @@ def mp3(frequency: float, seconds: float) -> bytes:
         for packet in stream.encode(None):
             container.mux(packet)
     return out.getvalue()
+
+
+def transcoders() -> list[threading.Thread]:
+    """Return the transcoding threads still alive."""
+    return [t for t in threading.enumerate() if t.name == "xiaozhi transcoder"]
 
 
 class Trickle:
@@ -106,7 +112,6 @@ async def test_a_stream_that_never_ends_is_read_only_as_fast_as_it_is_taken() ->
             return data
 
     source = Endless()
-    threads = threading.active_count()
     transcoder = LiveTranscoder(source.read, OpusChunks(), RATE)
     transcoder.start()
     taken = 0
@@ -119,7 +124,7 @@ async def test_a_stream_that_never_ends_is_read_only_as_fast_as_it_is_taken() ->
     # 10 frames taken, 50 ahead: a few seconds of MP3, not the whole stream.
     assert source.read_bytes < 16 * 16000
     await transcoder.aclose()
-    assert threading.active_count() == threads  # the thread is gone
+    assert not transcoders()  # the thread is gone
 
 
 async def test_what_is_not_audio_is_refused() -> None:
@@ -147,3 +152,32 @@ def test_a_whole_file_ends_with_its_end_page() -> None:
     assert data[last + 5] & 0x04  # end of stream
     reader = OggReader()
     assert len(reader.feed(data)) >= 8
+
+
+async def test_closing_while_the_source_stalls_stops_the_thread() -> None:
+    """A source that never answers does not keep the thread alive."""
+    stalled = asyncio.Event()
+
+    async def never(_size: int) -> bytes:
+        stalled.set()
+        await asyncio.Event().wait()
+        return b""
+
+    transcoder = LiveTranscoder(never, OpusChunks(), RATE)
+    transcoder.start()
+    await stalled.wait()
+    async with asyncio.timeout(2):
+        await transcoder.aclose()
+    assert not transcoders()
+
+
+async def test_a_file_without_sound_is_refused() -> None:
+    """A picture decodes, but has no audio stream."""
+    picture = io.BytesIO()
+    Image.new("RGB", (8, 8)).save(picture, format="PNG")
+    transcoder = LiveTranscoder(Trickle(picture.getvalue()).read, OpusChunks(), RATE)
+    transcoder.start()
+    with pytest.raises(ProtocolError, match="no audio"):
+        async for _chunk in transcoder.chunks():
+            pass
+    await transcoder.aclose()

@@ -609,3 +609,22 @@ async def _text(key: str) -> str:
 
 def _run(coro: Any, _name: str) -> None:
     coro.close()
+
+
+async def test_the_button_during_idle_music_starts_a_conversation(
+    hass: HomeAssistant,
+    voice: Voice,
+    sources: Sources,
+    speaker: SimulatedDevice,
+) -> None:
+    """The device drops the stream itself: the player follows, the user talks."""
+    voice.tts.seconds = 0.3
+    await play(hass, sources.url("/radio.mp3"))
+    (sound,) = speaker.notify_sounds
+    await speaker.wait_for(lambda: sound.packets >= 5, timeout=5)
+    await speaker.press_button()
+    await speaker.wait_for(lambda: sound.complete is not None)
+    assert sound.complete is False
+    await until_state(hass, "idle")
+    async with asyncio.timeout(5):
+        await sources.radio_closed.wait()

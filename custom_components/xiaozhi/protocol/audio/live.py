@@ -107,6 +107,8 @@ class LiveTranscoder:
         self._room.release(AHEAD_CHUNKS)
         if self._thread.ident is not None:
             await asyncio.shield(self._done)
+            # Done is its last step: the thread is about to end, if not gone.
+            self._thread.join(_POLL)
 
     # --- the thread ---------------------------------------------------------
 
