@@ -24,14 +24,13 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 import av
-import numpy as np
 
 from custom_components.xiaozhi.domain_data import DATA_KEY
 from custom_components.xiaozhi.protocol.audio.live import LiveTranscoder
 from custom_components.xiaozhi.protocol.audio.ogg import OggOpusWriter, encode_ogg_opus
-from simulator import SimulatedDevice
+from simulator import DeviceConfig, SimulatedDevice
 from simulator.notify import NotifyPlayback
-from simulator.voice import tone
+from simulator.voice import mp3_bytes, tone
 
 from .harness import (
     Home,
@@ -50,25 +49,6 @@ from .voice import _device_config
 RATE = 24000
 
 
-def mp3(frequency: float, seconds: float) -> bytes:
-    """Return a 44.1 kHz stereo MP3 of a tone (what music servers send)."""
-    out = io.BytesIO()
-    with av.open(out, "w", format="mp3") as container:
-        stream = container.add_stream("libmp3lame", rate=44100)
-        stream.layout = "stereo"
-        samples = int(44100 * seconds)
-        wave = np.sin(2 * np.pi * frequency * np.arange(samples) / 44100) * 8000
-        pcm = np.repeat(wave.astype("<i2"), 2).reshape(1, -1)
-        frame = av.AudioFrame.from_ndarray(pcm, format="s16", layout="stereo")
-        frame.sample_rate = 44100
-        frame.pts = 0
-        for packet in stream.encode(frame):
-            container.mux(packet)
-        for packet in stream.encode(None):
-            container.mux(packet)
-    return out.getvalue()
-
-
 def _summary(samples: list[float]) -> dict[str, float]:
     return {
         "p50": percentile(samples, 0.5),
@@ -79,7 +59,7 @@ def _summary(samples: list[float]) -> dict[str, float]:
 
 async def cpu(seconds: float) -> dict[str, Any]:
     """Return the CPU share of one core per stream: transcoding, and decoding."""
-    song = mp3(440, seconds)
+    song = mp3_bytes(440, seconds)
     position = 0
 
     async def read(size: int) -> bytes:
@@ -113,8 +93,8 @@ class Sources:
 
     def __init__(self, song_seconds: float) -> None:
         """Prepare the bodies."""
-        self.song = mp3(440, song_seconds)
-        self.loop_piece = mp3(660, 1.0)
+        self.song = mp3_bytes(440, song_seconds)
+        self.loop_piece = mp3_bytes(660, 1.0)
         self.ogg = encode_ogg_opus(tone(440, 2.0, rate=RATE), RATE)
         self._runner: web.AppRunner | None = None
         self.base = ""
@@ -167,6 +147,20 @@ async def _play(home: Home, entity_id: str, url: str) -> None:
     )
 
 
+def _speaker_config(mac: str, token: str, url: str, port: int) -> DeviceConfig:
+    """Return a device on MQTT + UDP whose firmware plays notify (no chime)."""
+    return _device_config(
+        mac,
+        token,
+        url,
+        port,
+        firmware="2.5.0",
+        notify=True,
+        notify_cue=0.0,
+        decode_queue=20,
+    )
+
+
 def _player_of(home: Home, mac: str) -> str:
     from homeassistant.helpers import entity_registry as er  # noqa: PLC0415
 
@@ -184,17 +178,7 @@ async def _speaker(
     port = home.hass.data[DATA_KEY].endpoints.mqtt.port
     mac = runtime(entry).mac
     device = SimulatedDevice(
-        _device_config(
-            mac,
-            entry.data["token"],
-            home.ws_url,
-            port,
-            firmware="2.5.0",
-            notify=True,
-            notify_cue=0.0,
-            decode_queue=20,
-        ),
-        http=http,
+        _speaker_config(mac, entry.data["token"], home.ws_url, port), http=http
     )
     await device.connect()
     await wait_connected(runtime(entry))
@@ -267,19 +251,7 @@ async def _child_loop(
     loop = asyncio.get_running_loop()
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as http:
         devices = [
-            SimulatedDevice(
-                _device_config(
-                    mac,
-                    token,
-                    url,
-                    port,
-                    firmware="2.5.0",
-                    notify=True,
-                    notify_cue=0.0,
-                    decode_queue=20,
-                ),
-                http=http,
-            )
+            SimulatedDevice(_speaker_config(mac, token, url, port), http=http)
             for mac, token in specs
         ]
         try:

@@ -250,3 +250,22 @@ def wav_bytes(pcm: bytes, rate: int) -> bytes:
     buffer = io.BytesIO()
     write_wav(buffer, pcm, rate)
     return buffer.getvalue()
+
+
+def mp3_bytes(frequency: float, seconds: float) -> bytes:
+    """Return a 44.1 kHz stereo MP3 of a tone (what music servers send)."""
+    out = io.BytesIO()
+    with av.open(out, "w", format="mp3") as container:
+        stream = container.add_stream("libmp3lame", rate=44100)
+        stream.layout = "stereo"
+        samples = int(44100 * seconds)
+        wave_ = np.sin(2 * np.pi * frequency * np.arange(samples) / 44100) * 8000
+        pcm = np.repeat(wave_.astype("<i2"), 2).reshape(1, -1)
+        frame = AudioFrame.from_ndarray(pcm, format="s16", layout="stereo")
+        frame.sample_rate = 44100
+        frame.pts = 0
+        for packet in stream.encode(frame):
+            container.mux(packet)
+        for packet in stream.encode(None):
+            container.mux(packet)
+    return out.getvalue()

@@ -4,8 +4,6 @@ import asyncio
 import io
 import threading
 
-import av
-import numpy as np
 from PIL import Image
 import pytest
 
@@ -17,28 +15,9 @@ from custom_components.xiaozhi.protocol.audio.ogg import (
     encode_ogg_opus,
 )
 from simulator.notify import OggReader, packet_ms
-from simulator.voice import SpeakerDecoder, dominant_frequency, tone
+from simulator.voice import SpeakerDecoder, dominant_frequency, mp3_bytes, tone
 
 RATE = 24000
-
-
-def mp3(frequency: float, seconds: float) -> bytes:
-    """Return a stereo 44.1 kHz MP3 of a tone."""
-    out = io.BytesIO()
-    with av.open(out, "w", format="mp3") as container:
-        stream = container.add_stream("libmp3lame", rate=44100)
-        stream.layout = "stereo"
-        samples = int(44100 * seconds)
-        wave = np.sin(2 * np.pi * frequency * np.arange(samples) / 44100) * 8000
-        pcm = np.repeat(wave.astype("<i2"), 2).reshape(1, -1)
-        frame = av.AudioFrame.from_ndarray(pcm, format="s16", layout="stereo")
-        frame.sample_rate = 44100
-        frame.pts = 0
-        for packet in stream.encode(frame):
-            container.mux(packet)
-        for packet in stream.encode(None):
-            container.mux(packet)
-    return out.getvalue()
 
 
 def transcoders() -> list[threading.Thread]:
@@ -65,7 +44,7 @@ class Trickle:
 
 async def test_an_mp3_becomes_60_ms_opus_frames_of_the_same_sound() -> None:
     """Every frame is 60 ms at 24 kHz; the sound keeps its length and pitch."""
-    transcoder = LiveTranscoder(Trickle(mp3(440, 2.0)).read, OpusChunks(), RATE)
+    transcoder = LiveTranscoder(Trickle(mp3_bytes(440, 2.0)).read, OpusChunks(), RATE)
     transcoder.start()
     decoder = SpeakerDecoder(RATE, 60)
     pcm = bytearray()
@@ -80,7 +59,9 @@ async def test_an_mp3_becomes_60_ms_opus_frames_of_the_same_sound() -> None:
 
 async def test_ogg_pages_are_what_the_firmware_demuxes() -> None:
     """Mono OpusHead at 24 kHz, OpusTags, then 60 ms packets, page by page."""
-    transcoder = LiveTranscoder(Trickle(mp3(660, 1.0)).read, OggOpusWriter(), RATE)
+    transcoder = LiveTranscoder(
+        Trickle(mp3_bytes(660, 1.0)).read, OggOpusWriter(), RATE
+    )
     transcoder.start()
     reader = OggReader()
     durations = 0.0
@@ -99,7 +80,7 @@ async def test_ogg_pages_are_what_the_firmware_demuxes() -> None:
 
 async def test_a_stream_that_never_ends_is_read_only_as_fast_as_it_is_taken() -> None:
     """Back-pressure: an endless source is read a few seconds ahead at most."""
-    song = mp3(440, 1.0)
+    song = mp3_bytes(440, 1.0)
 
     class Endless:
         read_bytes = 0

@@ -7,12 +7,10 @@ queue in real time, or plays what arrives on a conversation's audio.
 
 import asyncio
 from collections.abc import AsyncGenerator, Callable
-import io
 from typing import Any
 
 from aiohttp import web
 from aiohttp.test_utils import TestServer
-import av
 from homeassistant.components import persistent_notification
 from homeassistant.components.assist_satellite import websocket_api as satellite_ws
 from homeassistant.components.media_player import MediaPlayerEntityFeature
@@ -20,7 +18,6 @@ from homeassistant.core import Event, EventStateChangedData, HomeAssistant, call
 from homeassistant.exceptions import HomeAssistantError
 from homeassistant.helpers import entity_registry as er
 from homeassistant.helpers.event import async_track_state_change_event
-import numpy as np
 import pytest
 from pytest_homeassistant_custom_component.common import MockConfigEntry
 from pytest_homeassistant_custom_component.typing import WebSocketGenerator
@@ -29,7 +26,7 @@ from custom_components.xiaozhi.const import DOMAIN
 from custom_components.xiaozhi.media import notify
 from custom_components.xiaozhi.voice.router import VoiceRouter
 from simulator import SimulatedDevice
-from simulator.voice import dominant_frequency, silence, tone
+from simulator.voice import dominant_frequency, mp3_bytes, silence, tone
 from tests.conftest import LOOPBACK_OTA_URL, MAC, TOKEN, WS_URL, wait_for_runtime
 from tests.voice.conftest import Voice, connected, satellite_id
 from tests.voice.test_turn import FRAME
@@ -46,25 +43,6 @@ def player_id(hass: HomeAssistant) -> str:
     )
     assert entity_id is not None
     return entity_id
-
-
-def mp3(frequency: float, seconds: float) -> bytes:
-    """Return a stereo 44.1 kHz MP3 of a tone (what a music server sends)."""
-    out = io.BytesIO()
-    with av.open(out, "w", format="mp3") as container:
-        stream = container.add_stream("libmp3lame", rate=44100)
-        stream.layout = "stereo"
-        samples = int(44100 * seconds)
-        wave = np.sin(2 * np.pi * frequency * np.arange(samples) / 44100) * 8000
-        pcm = np.repeat(wave.astype("<i2"), 2).reshape(1, -1)
-        frame = av.AudioFrame.from_ndarray(pcm, format="s16", layout="stereo")
-        frame.sample_rate = 44100
-        frame.pts = 0
-        for packet in stream.encode(frame):
-            container.mux(packet)
-        for packet in stream.encode(None):
-            container.mux(packet)
-    return out.getvalue()
 
 
 class Sources:
@@ -84,8 +62,8 @@ class Sources:
 @pytest.fixture
 async def sources(socket_enabled: None) -> AsyncGenerator[Sources]:
     """Serve a 2 s song, an endless radio (both MP3) and a 404."""
-    song = mp3(440, 2.0)
-    second = mp3(660, 1.0)
+    song = mp3_bytes(440, 2.0)
+    second = mp3_bytes(660, 1.0)
 
     async def file(request: web.Request) -> web.Response:
         body = song if request.path == "/song.mp3" else second
@@ -528,6 +506,23 @@ async def conversation_device(
     return device
 
 
+async def radio_in_a_conversation(
+    hass: HomeAssistant,
+    voice: Voice,
+    sources: Sources,
+    entry: MockConfigEntry,
+    simulators: Callable[..., SimulatedDevice],
+) -> SimulatedDevice:
+    """Ask for the radio during a reply; return the device once it plays."""
+    voice.tts.seconds = 0.3
+    device = await conversation_device(entry, simulators)
+    await device.wake("你好小智", tone(440, 1.0) + silence(1.0))
+    await device.wait_for(lambda: device.state.activity == "speaking", timeout=10)
+    await play(hass, sources.url("/radio.mp3"))
+    await until_state(hass, "playing", timeout=10)
+    return device
+
+
 async def test_music_in_a_conversation_stops_on_request(
     hass: HomeAssistant,
     voice: Voice,
@@ -536,12 +531,9 @@ async def test_music_in_a_conversation_stops_on_request(
     simulators: Callable[..., SimulatedDevice],
 ) -> None:
     """Stop: the device is told tts stop, and the conversation ends."""
-    voice.tts.seconds = 0.3
-    device = await conversation_device(init_integration, simulators)
-    await device.wake("你好小智", tone(440, 1.0) + silence(1.0))
-    await device.wait_for(lambda: device.state.activity == "speaking", timeout=10)
-    await play(hass, sources.url("/radio.mp3"))
-    await until_state(hass, "playing", timeout=10)
+    device = await radio_in_a_conversation(
+        hass, voice, sources, init_integration, simulators
+    )
     record = device.speaker.record
     played = record.played
     await device.wait_for(lambda: record.played > played + 10, timeout=10)
@@ -563,12 +555,9 @@ async def test_the_button_silences_music_in_a_conversation(
     simulators: Callable[..., SimulatedDevice],
 ) -> None:
     """An abort (its button) while music plays: quiet, and the conversation ends."""
-    voice.tts.seconds = 0.3
-    device = await conversation_device(init_integration, simulators)
-    await device.wake("你好小智", tone(440, 1.0) + silence(1.0))
-    await device.wait_for(lambda: device.state.activity == "speaking", timeout=10)
-    await play(hass, sources.url("/radio.mp3"))
-    await until_state(hass, "playing", timeout=10)
+    device = await radio_in_a_conversation(
+        hass, voice, sources, init_integration, simulators
+    )
     await device.send_abort()
     await until_state(hass, "idle")
     await device.wait_for(lambda: device.goodbyes_received >= 1, timeout=5)
