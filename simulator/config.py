@@ -34,6 +34,13 @@ class DeviceConfig:
     client_id: str = field(default_factory=lambda: str(uuid.uuid4()))
     board: str = "xiaozhi-sim"
     firmware: str = "2.0.4"
+    chip: str = "esp32s3"
+    """The chip (``chip_model_name``); an image for another one is refused."""
+    manufacturer: str | None = None
+    """``board.manufacturer`` of the OTA check (firmware 2.4.2 and later)."""
+    ota_slots: bool = True
+    """Whether its partition table has OTA slots (``partitions/v2/4m.csv``
+    has only ``factory``: such a board cannot update over the air)."""
     language: str = "zh-CN"
     serial_number: str | None = None
     hmac_key: str = "xiaozhi-simulator"

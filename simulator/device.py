@@ -16,6 +16,7 @@ sleeping.
 
 import asyncio
 from collections.abc import Callable, Coroutine, Mapping
+import dataclasses
 from dataclasses import dataclass, field
 import json
 import logging
@@ -27,6 +28,7 @@ import aiohttp
 
 from .config import DeviceConfig, Faults
 from .device_tools import build_tools
+from .firmware_image import read_image
 from .mcp_server import AfterReply, McpServer, defer_after_reply
 from .mqtt import DeviceMqttLink, DeviceUdpChannel, UdpParams, UdpRecord, parse_udp
 from .notify import NotifyPlayback, play_notify
@@ -216,6 +218,9 @@ class SimulatedDevice:
         self.snapshots: list[tuple[str, int]] = []
         self.previewed_images: list[int] = []
         self.upgrade_urls: list[str] = []
+        # (version flashed, or None) and why it failed, per upgrade.
+        self.upgrades: list[tuple[str | None, str]] = []
+        self.upgrade_bytes = 0
         self.assets_download_url: str | None = None
 
         # OTA
@@ -1425,6 +1430,50 @@ class SimulatedDevice:
                 "notifications/state_changed",
                 {"newState": activity, "oldState": old},
             )
+
+    # ------------------------------------------------------------------ upgrade
+
+    async def upgrade(self, url: str) -> None:
+        """Download and flash an image, as ``Application::UpgradeFirmware`` does.
+
+        The audio channel closes first (over WebSocket that is the link).
+        The GET needs status 200 and a non-zero ``Content-Length``; the image
+        is checked for its magic and chip only (``esp_ota_end``). Success
+        reboots into the new version; failure shows an alert and carries on.
+        """
+        if self._udp is not None:
+            await self.close_audio_channel()
+        if self._ws is not None:
+            await self._close_link(REASON_DISCONNECTED)
+        try:
+            version = read_image(await self._download_image(url), self.config.chip)
+        except (aiohttp.ClientError, TimeoutError, ValueError) as err:
+            _LOGGER.warning("%s: upgrade failed: %s", self.name, err)
+            self.upgrades.append((None, str(err)))
+            self._notify()
+            return
+        _LOGGER.info("%s: upgraded to %s; rebooting", self.name, version)
+        self.upgrades.append((version, ""))
+        self.config = dataclasses.replace(self.config, firmware=version)
+        await self.reboot()
+
+    async def _download_image(self, url: str) -> bytes:
+        """GET an image as the firmware's OTA does; ValueError when refused."""
+        response = await self._client().get(self.rewrite(url), allow_redirects=False)
+        try:
+            length = response.content_length or 0
+            if response.status != 200 or length <= 0:
+                raise ValueError(f"HTTP {response.status}, length {length}")
+            body = bytearray()
+            async for chunk in response.content.iter_chunked(4096):
+                body += chunk
+                self.upgrade_bytes += len(chunk)
+                self._notify()
+        finally:
+            response.release()
+        if len(body) != length:
+            raise ValueError("download cut short")
+        return bytes(body)
 
     # ------------------------------------------------------------------ reboot
 

@@ -148,7 +148,9 @@ async def _reboot(
 async def _upgrade_firmware(
     device: SimulatedDevice, arguments: dict[str, ArgumentValue]
 ) -> ToolResult:
-    device.upgrade_urls.append(str(arguments["url"]))
+    url = str(arguments["url"])
+    device.upgrade_urls.append(url)
+    device.after_reply(lambda: device.upgrade(url))
     return True
 
 

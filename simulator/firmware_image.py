@@ -90,7 +90,8 @@ def release_zip(merged: bytes, name: str = "merged-binary.bin") -> bytes:
     """Return a release zip holding ``merged``."""
     out = io.BytesIO()
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as zipped:
-        zipped.writestr(name, merged)
+        # A fixed date: the same content makes the same zip.
+        zipped.writestr(zipfile.ZipInfo(name, date_time=(2026, 1, 1, 0, 0, 0)), merged)
     return out.getvalue()
 
 

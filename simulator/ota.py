@@ -86,7 +86,7 @@ def system_info(
         "minimum_free_heap_size": 8 * 1024 * 1024 // 100,
         "mac_address": config.mac,
         "uuid": config.client_id,
-        "chip_model_name": "esp32s3",
+        "chip_model_name": config.chip,
         "chip_info": {"model": 9, "cores": 2, "revision": 2, "features": 18},
         "application": {
             "name": "xiaozhi",
@@ -104,9 +104,9 @@ def system_info(
                 "size": 0x4000,
             },
             {
-                "label": "ota_0",
+                "label": "ota_0" if config.ota_slots else "factory",
                 "type": 0,
-                "subtype": 16,
+                "subtype": 16 if config.ota_slots else 0,
                 "address": 0x20000,
                 "size": 0x3F0000,
             },
@@ -115,6 +115,7 @@ def system_info(
         "board": {
             "type": config.board,
             "name": config.board,
+            **({"manufacturer": config.manufacturer} if config.manufacturer else {}),
             "ssid": ssid,
             "rssi": rssi,
             "channel": 6,

@@ -35,7 +35,11 @@ from custom_components.xiaozhi.const import (
     URL_OTA,
 )
 from custom_components.xiaozhi.domain_data import DATA_KEY
-from custom_components.xiaozhi.settings import SERVER_UNIQUE_ID, Transport
+from custom_components.xiaozhi.settings import (
+    DEFAULT_RELEASES_URL,
+    SERVER_UNIQUE_ID,
+    Transport,
+)
 from simulator.cli import client_id_for
 
 from .conftest import BOARD, FIRMWARE, MAC, TOKEN, device_headers, system_info
@@ -256,7 +260,7 @@ async def test_the_first_flow_makes_home_assistant_the_server(
     assert result["title"] == "XiaoZhi server"
     server = result["result"]
     assert server.unique_id == SERVER_UNIQUE_ID
-    assert server.options == WEBSOCKET_ONLY
+    assert server.options == {**WEBSOCKET_ONLY, **FIRMWARE_DEFAULTS}
     await hass.async_block_till_done()
     assert server.state is ConfigEntryState.LOADED
 
@@ -294,7 +298,7 @@ async def test_a_paired_installation_gets_its_server_entry(
         DOMAIN, SERVER_UNIQUE_ID
     )
     assert server is not None
-    assert server.options == WEBSOCKET_ONLY
+    assert server.options == {**WEBSOCKET_ONLY, **FIRMWARE_DEFAULTS}
     assert "xiaozhi.endpoints" not in hass_storage
 
 
@@ -444,6 +448,12 @@ async def test_the_server_has_no_token_to_reconfigure(
     assert result["reason"] == "server_reconfigure"
 
 
+FIRMWARE_DEFAULTS = {
+    "firmware_releases_url": DEFAULT_RELEASES_URL,
+    "firmware_prereleases": False,
+}
+
+
 def _free_port(kind: int = socket.SOCK_STREAM) -> int:
     with socket.socket(socket.AF_INET, kind) as sock:
         sock.bind(("127.0.0.1", 0))
@@ -522,7 +532,7 @@ async def test_server_options_open_the_endpoint_and_report_a_taken_port(
     assert endpoints.active
     assert endpoints.mqtt.port == mqtt_port
     assert endpoints.udp.port == udp_port
-    assert server_entry.options == settings
+    assert server_entry.options == {**settings, **FIRMWARE_DEFAULTS}
     await endpoints.async_stop()
 
 
@@ -542,5 +552,31 @@ async def test_server_options_of_a_disabled_server_open_nothing(
         result["flow_id"], settings
     )
     assert result["type"] is FlowResultType.CREATE_ENTRY
-    assert server_entry.options == settings
+    assert server_entry.options == {**settings, **FIRMWARE_DEFAULTS}
     assert not hass.data[DATA_KEY].endpoints.active
+
+
+async def test_server_options_choose_where_firmware_comes_from(
+    hass: HomeAssistant,
+    setup_integration: None,
+    server_entry: MockConfigEntry,
+) -> None:
+    """A fork's releases, prereleases; an address that is not http(s) is refused."""
+    result = await hass.config_entries.options.async_init(server_entry.entry_id)
+    settings = {
+        **WEBSOCKET_ONLY,
+        "firmware_releases_url": "ftp://example.com/releases",
+        "firmware_prereleases": True,
+    }
+    result = await hass.config_entries.options.async_configure(
+        result["flow_id"], settings
+    )
+    assert result["type"] is FlowResultType.FORM
+    assert result["errors"] == {"firmware_releases_url": "invalid_url"}
+    fork = "https://api.github.com/repos/someone/xiaozhi-esp32/releases"
+    result = await hass.config_entries.options.async_configure(
+        result["flow_id"], {**settings, "firmware_releases_url": fork}
+    )
+    assert result["type"] is FlowResultType.CREATE_ENTRY
+    assert server_entry.options["firmware_releases_url"] == fork
+    assert server_entry.options["firmware_prereleases"] is True

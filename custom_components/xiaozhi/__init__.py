@@ -17,6 +17,7 @@ from homeassistant.helpers.typing import ConfigType
 from .const import DOMAIN
 from .domain_data import DATA_KEY, XiaozhiDomainData
 from .entry_data import device_store, pictures_dir
+from .firmware.releases import ReleaseSource
 from .limits import async_clear_all
 from .pairing.identity import async_check_bound, async_forget
 from .pairing.manager import PairingManager
@@ -49,6 +50,7 @@ PLATFORMS = [
     Platform.SELECT,
     Platform.SENSOR,
     Platform.SWITCH,
+    Platform.UPDATE,
 ]
 
 # Where the transport settings were kept before the server entry held them.
@@ -67,6 +69,7 @@ async def async_setup(hass: HomeAssistant, config: ConfigType) -> bool:
         endpoints=DeviceEndpoints(hass, uploads, logins),
         uploads=uploads,
         logins=logins,
+        releases=ReleaseSource(hass),
     )
 
     async def _stop(_event: Event) -> None:

@@ -27,6 +27,8 @@ from homeassistant.helpers.selector import (
     SelectSelector,
     SelectSelectorConfig,
     TextSelector,
+    TextSelectorConfig,
+    TextSelectorType,
 )
 from homeassistant.helpers.typing import DiscoveryInfoType
 import probatio
@@ -56,13 +58,17 @@ from .pairing.manager import (
     new_token,
 )
 from .settings import (
+    CONF_FIRMWARE_PRERELEASES,
+    CONF_FIRMWARE_RELEASES_URL,
     CONF_MQTT_PORT,
     CONF_TRANSPORT,
     CONF_UDP_PORT,
+    DEFAULT_RELEASES_URL,
     RESERVED_PORTS,
     SERVER_UNIQUE_ID,
     ServerSettings,
     Transport,
+    is_http_url,
     is_server_entry,
 )
 
@@ -82,6 +88,14 @@ SERVER_SCHEMA: Final = probatio.Schema(
         ),
         probatio.Required(CONF_MQTT_PORT): PORT_SELECTOR,
         probatio.Required(CONF_UDP_PORT): PORT_SELECTOR,
+    }
+)
+SERVER_OPTIONS_SCHEMA: Final = SERVER_SCHEMA.extend(
+    {
+        probatio.Optional(
+            CONF_FIRMWARE_RELEASES_URL, default=DEFAULT_RELEASES_URL
+        ): TextSelector(TextSelectorConfig(type=TextSelectorType.URL)),
+        probatio.Optional(CONF_FIRMWARE_PRERELEASES, default=False): BooleanSelector(),
     }
 )
 DEVICE_OPTIONS_SCHEMA: Final = probatio.Schema(
@@ -118,11 +132,16 @@ def ota_url(hass: HomeAssistant) -> str:
 
 
 def server_settings(user_input: dict[str, Any]) -> ServerSettings:
-    """Return the settings the user chose in a form."""
+    """Return the settings the user chose in a form (firmware: if shown)."""
+    default = ServerSettings()
     return ServerSettings(
         transport=Transport(user_input[CONF_TRANSPORT]),
         mqtt_port=int(user_input[CONF_MQTT_PORT]),
         udp_port=int(user_input[CONF_UDP_PORT]),
+        firmware_releases_url=str(
+            user_input.get(CONF_FIRMWARE_RELEASES_URL, default.firmware_releases_url)
+        ).strip(),
+        firmware_prereleases=bool(user_input.get(CONF_FIRMWARE_PRERELEASES, False)),
     )
 
 
@@ -150,6 +169,8 @@ async def async_try_settings(
     """
     settings = server_settings(user_input)
     errors = reserved_port_errors(settings)
+    if not is_http_url(settings.firmware_releases_url):
+        errors[CONF_FIRMWARE_RELEASES_URL] = "invalid_url"
     domain_data = hass.data.get(DATA_KEY)
     if (
         not errors
@@ -414,7 +435,8 @@ class ServerOptionsFlow(OptionsFlow):
         return self.async_show_form(
             step_id="server",
             data_schema=self.add_suggested_values_to_schema(
-                SERVER_SCHEMA, server_form_values(self.config_entry, user_input)
+                SERVER_OPTIONS_SCHEMA,
+                server_form_values(self.config_entry, user_input),
             ),
             errors=errors,
             description_placeholders=placeholders,

@@ -14,6 +14,7 @@ URL_ACTIVATE: Final = f"{URL_BASE}/ota/activate"
 URL_VISION: Final = f"{URL_BASE}/vision"
 URL_SNAPSHOT: Final = f"{URL_BASE}/snapshot"
 URL_CLIP: Final = f"{URL_BASE}/clip"
+URL_FIRMWARE: Final = f"{URL_BASE}/firmware"
 
 # Config entry data.
 CONF_MAC: Final = "mac"

@@ -3,7 +3,7 @@
 Paired devices are config entries, and each one's runtime is its entry's
 ``runtime_data``. What belongs to no single device lives here: the devices
 waiting to be paired, the MQTT + UDP endpoint, the views that mint one-time
-URLs, and the count of wrong credentials per address.
+URLs, the count of wrong credentials per address, and the firmware releases.
 """
 
 from dataclasses import dataclass
@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from homeassistant.util.hass_dict import HassKey
 
 from .const import DOMAIN
+from .firmware.releases import ReleaseSource
 from .pairing.manager import PairingManager
 from .transport.logins import FailedLogins
 from .transport.mqtt import DeviceEndpoints
@@ -25,6 +26,7 @@ class XiaozhiDomainData:
     endpoints: DeviceEndpoints
     uploads: UploadViews
     logins: FailedLogins
+    releases: ReleaseSource
 
 
 DATA_KEY: HassKey[XiaozhiDomainData] = HassKey(DOMAIN)

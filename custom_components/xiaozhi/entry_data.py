@@ -20,9 +20,10 @@ from homeassistant.util import dt as dt_util
 
 from .const import DOMAIN, LOGGER
 from .protocol import Activity, DeviceEvent, DeviceStatus, Tool
+from .protocol.ota_image import DeviceHardware
 
 STORAGE_VERSION: Final = 1
-STORAGE_MINOR_VERSION: Final = 4
+STORAGE_MINOR_VERSION: Final = 5
 SAVE_DELAY: Final = 10.0
 PICTURE_KINDS: Final = ("photo", "screen")
 
@@ -52,6 +53,7 @@ class StoredDevice(TypedDict):
     wake_word: str | None
     pictures: dict[str, StoredPicture]
     notify: StoredNotify | None
+    hardware: dict[str, Any] | None
 
 
 class DeviceStore(Store[StoredDevice]):
@@ -64,7 +66,8 @@ class DeviceStore(Store[StoredDevice]):
         """Bring stored data from an older version to this one.
 
         1.1 had no wake word (1.2 adds it, learnt from the device); 1.3 keeps
-        the pictures; 1.4 whether the device plays ``notify`` sounds. A newer
+        the pictures; 1.4 whether the device plays ``notify`` sounds; 1.5
+        its chip, board and partitions (from its OTA check). A newer
         major version is not guessed at.
         """
         if old_major_version > STORAGE_VERSION:
@@ -80,6 +83,7 @@ class DeviceStore(Store[StoredDevice]):
             "wake_word": None,
             "pictures": {},
             "notify": None,
+            "hardware": None,
         }
         if isinstance(old_data, dict):
             data.update(old_data)  # type: ignore[typeddict-item]
@@ -138,6 +142,7 @@ class XiaozhiEntryData:
         self.mac = mac
         self.board = board
         self.firmware = firmware
+        self.hardware: DeviceHardware | None = None
         self.device_id: str | None = None
         self.tools: dict[str, Tool] = {}
         self.status = DeviceStatus()
@@ -177,6 +182,8 @@ class XiaozhiEntryData:
         self.firmware = stored["firmware"] or self.firmware
         self.wake_word = stored["wake_word"]
         self._notify = stored["notify"]
+        if (hardware := stored.get("hardware")) is not None:
+            self.hardware = DeviceHardware.from_dict(hardware)
         for kind, meta in stored["pictures"].items():
             if kind not in PICTURE_KINDS:
                 continue
@@ -200,6 +207,7 @@ class XiaozhiEntryData:
             "firmware": self.firmware,
             "wake_word": self.wake_word,
             "notify": self._notify,
+            "hardware": self.hardware.as_dict() if self.hardware else None,
             "pictures": {
                 kind: {
                     "content_type": picture.content_type,
@@ -270,6 +278,14 @@ class XiaozhiEntryData:
             self.board = board or self.board
             self.firmware = firmware or self.firmware
             self._schedule_save()
+
+    @callback
+    def async_set_hardware(self, hardware: DeviceHardware) -> None:
+        """Take what the device's OTA check said about its hardware."""
+        if hardware != self.hardware:
+            self.hardware = hardware
+            self._schedule_save()
+            self.async_write_state()
 
     @callback
     def async_set_wake_word(self, wake_word: str) -> None:

@@ -9,7 +9,7 @@ way through :attr:`XiaozhiRuntime.commands` and the session's
 :class:`VoiceChannel`.
 """
 
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from itertools import islice
 import logging
 from typing import Any, Final, Protocol
@@ -82,6 +82,11 @@ class UploadUrls(Protocol):
 
     def mint_sound_url(self, sound: NotifyStream) -> tuple[str, CALLBACK_TYPE]:
         """Return a one-time URL streaming a sound and the callback revoking it."""
+
+    def mint_firmware_url(
+        self, image: bytes, progress: Callable[[int], None]
+    ) -> tuple[str, CALLBACK_TYPE]:
+        """Return a one-time URL of a firmware image, reporting bytes sent."""
 
 
 class XiaozhiRuntime:
@@ -163,6 +168,22 @@ class XiaozhiRuntime:
     def async_learn_notify(self, *, plays: bool) -> None:
         """Remember whether its firmware plays notify sounds."""
         self.entry_data.async_learn_notify(plays)
+
+    @callback
+    def async_set_firmware(self, firmware: str | None) -> None:
+        """Take the firmware version the device reported (its OTA check)."""
+        if firmware and firmware != self.entry_data.firmware:
+            self.entry_data.async_set_identity(None, firmware)
+            self._update_device()
+            self.entry_data.async_write_state()
+
+    @callback
+    def _update_device(self) -> None:
+        data = self.entry_data
+        if data.device_id is not None:
+            dr.async_get(self.hass).async_update_device(
+                data.device_id, model=data.board, sw_version=data.firmware
+            )
 
     @property
     def sound_urls(self) -> SoundUrls | None:
@@ -336,10 +357,7 @@ class XiaozhiRuntime:
             board if isinstance(board, str) and board else None,
             version if isinstance(version, str) and version else None,
         )
-        if data.device_id is not None:
-            dr.async_get(self.hass).async_update_device(
-                data.device_id, model=data.board, sw_version=data.firmware
-            )
+        self._update_device()
         self._take_tools(session.tools)
         if session.status is not None:
             data.async_set_status(DeviceStatus.from_json(session.status))

@@ -14,6 +14,7 @@ from typing import Any, Final
 from homeassistant.config_entries import ConfigEntry
 from homeassistant.core import HomeAssistant
 from homeassistant.helpers.storage import Store
+from yarl import URL
 
 from .const import DEFAULT_MQTT_PORT, DEFAULT_UDP_PORT, DOMAIN
 
@@ -23,6 +24,10 @@ SERVER_UNIQUE_ID: Final = "server"
 CONF_TRANSPORT: Final = "transport"
 CONF_MQTT_PORT: Final = "mqtt_port"
 CONF_UDP_PORT: Final = "udp_port"
+CONF_FIRMWARE_RELEASES_URL: Final = "firmware_releases_url"
+CONF_FIRMWARE_PRERELEASES: Final = "firmware_prereleases"
+# The firmware's own releases, as GitHub's REST API lists them.
+DEFAULT_RELEASES_URL: Final = "https://api.github.com/repos/78/xiaozhi-esp32/releases"
 
 # Ports an MQTT broker uses: 1883 (Mosquitto add-on), 8883 (TLS; on that port
 # the firmware insists on a publicly trusted certificate).
@@ -46,6 +51,8 @@ class ServerSettings:
     transport: Transport = Transport.AUTO
     mqtt_port: int = DEFAULT_MQTT_PORT
     udp_port: int = DEFAULT_UDP_PORT
+    firmware_releases_url: str = DEFAULT_RELEASES_URL
+    firmware_prereleases: bool = False
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> ServerSettings:
@@ -60,7 +67,16 @@ class ServerSettings:
             for key in (CONF_MQTT_PORT, CONF_UDP_PORT)
             if isinstance(value := options.get(key), int | float) and 0 <= value < 65536
         }
-        return replace(default, transport=transport, **ports)
+        url = options.get(CONF_FIRMWARE_RELEASES_URL)
+        return replace(
+            default,
+            transport=transport,
+            firmware_releases_url=url
+            if isinstance(url, str) and is_http_url(url)
+            else default.firmware_releases_url,
+            firmware_prereleases=options.get(CONF_FIRMWARE_PRERELEASES) is True,
+            **ports,
+        )
 
     def as_options(self) -> dict[str, Any]:
         """Return the settings as the server entry stores them."""
@@ -68,7 +84,23 @@ class ServerSettings:
             CONF_TRANSPORT: self.transport.value,
             CONF_MQTT_PORT: self.mqtt_port,
             CONF_UDP_PORT: self.udp_port,
+            CONF_FIRMWARE_RELEASES_URL: self.firmware_releases_url,
+            CONF_FIRMWARE_PRERELEASES: self.firmware_prereleases,
         }
+
+
+def is_http_url(url: str) -> bool:
+    """Return True for an absolute http(s) URL."""
+    parsed = URL(url)
+    return parsed.absolute and parsed.scheme in ("http", "https") and bool(parsed.host)
+
+
+def server_settings_of(hass: HomeAssistant) -> ServerSettings:
+    """Return the settings of the server entry (defaults without one)."""
+    entry = hass.config_entries.async_entry_for_domain_unique_id(
+        DOMAIN, SERVER_UNIQUE_ID
+    )
+    return ServerSettings.from_options(entry.options if entry else {})
 
 
 def is_server_entry(entry: ConfigEntry) -> bool:

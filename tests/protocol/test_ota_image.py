@@ -49,6 +49,7 @@ def test_a_release_zip_gives_its_application_image() -> None:
         (b"not a zip", Refusal.NOT_A_ZIP),
         (release_zip(b"x", name="firmware.bin"), Refusal.NO_MERGED_BINARY),
     ],
+    ids=["not-a-zip", "no-merged-binary"],
 )
 def test_what_is_not_a_release_zip_is_refused(archive: bytes, reason: Refusal) -> None:
     assert refusal(lambda: merged_binary(archive)) is reason

@@ -440,10 +440,12 @@ async def test_arguments_are_resolved_like_the_firmware(
     assert device.calls[-1].arguments == {"enabled": False}
     await conn.call("self.upgrade_firmware", {"url": 5})
     assert device.upgrade_urls[-1].startswith("URL of the firmware")
-    await conn.call("self.upgrade_firmware", {"url": "http://fw/bin"})
-    assert device.upgrade_urls[-1] == "http://fw/bin"
     call = await device.wait_for_call("self.upgrade_firmware", since=2)
     assert call.arguments["url"].startswith("URL of the firmware")
+    # The firmware closes its link to download; what is not a URL fails.
+    await device.wait_for(lambda: len(device.upgrades) == 1)
+    assert device.upgrades[0][0] is None
+    assert device.config.firmware == "2.0.4"
 
 
 async def test_user_only_tools_are_callable_without_listing(

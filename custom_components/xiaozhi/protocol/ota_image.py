@@ -14,12 +14,13 @@ segment count, chip id at 12, hash-appended flag at 23); segment headers of
 segment header (magic 0xABCD5432, version, project name).
 """
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 import io
 import re
 import struct
-from typing import Final
+from typing import Any, Final
 import zipfile
 
 PARTITION_TABLE_OFFSET: Final = 0x8000
@@ -116,6 +117,66 @@ class AppImage:
         return next(
             (name for name, cid in CHIP_IDS.items() if cid == self.chip_id), None
         )
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceHardware:
+    """What a device's OTA check says about its chip, board and flash."""
+
+    chip: str | None
+    board: str | None
+    manufacturer: str | None
+    slots: tuple[Partition, ...]
+
+    @classmethod
+    def from_system_info(cls, info: Mapping[str, Any]) -> DeviceHardware:
+        """Read the OTA check's JSON; what is missing or malformed is None."""
+        board = info.get("board")
+        board = board if isinstance(board, dict) else {}
+        table = info.get("partition_table")
+        slots = []
+        for item in table if isinstance(table, list) else []:
+            if not isinstance(item, dict):
+                continue
+            label = item.get("label")
+            values = [item.get(key) for key in ("type", "subtype", "address", "size")]
+            numbers = [value for value in values if isinstance(value, int)]
+            if isinstance(label, str) and len(numbers) == len(values):
+                slots.append(Partition(label[:16], *numbers))
+        return cls(
+            chip=_short(info.get("chip_model_name")),
+            board=_short(board.get("name")),
+            manufacturer=_short(board.get("manufacturer")),
+            slots=tuple(slots[:32]),
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        """Return what is stored."""
+        return {
+            "chip": self.chip,
+            "board": self.board,
+            "manufacturer": self.manufacturer,
+            "slots": [
+                [p.label, p.type, p.subtype, p.offset, p.size] for p in self.slots
+            ],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> DeviceHardware:
+        """Read what was stored."""
+        return cls(
+            chip=data.get("chip"),
+            board=data.get("board"),
+            manufacturer=data.get("manufacturer"),
+            slots=tuple(Partition(*item) for item in data.get("slots") or []),
+        )
+
+
+def _short(value: Any) -> str | None:
+    """Return a short identifier string, or None."""
+    if isinstance(value, str) and 0 < len(value) <= 64 and value.isprintable():
+        return value
+    return None
 
 
 def is_plain_version(version: str) -> bool:

@@ -23,7 +23,8 @@ from yarl import URL
 
 from ..const import CONF_TOKEN, DOMAIN, URL_ACTIVATE, URL_OTA
 from ..domain_data import DATA_KEY
-from ..pairing.identity import client_matches
+from ..pairing.identity import client_matches, loaded_runtime
+from ..protocol.ota_image import DeviceHardware
 from .http import client_id, device_mac, error_response, read_json
 from .urls import device_base_url, websocket_url
 
@@ -77,6 +78,21 @@ def websocket_block(base: str, token: str) -> dict[str, Any]:
     return {"url": websocket_url(base), "token": token, "version": 1}
 
 
+def _record(hass: HomeAssistant, check_in: CheckIn) -> None:
+    """Keep what a paired device's check says: its firmware and hardware.
+
+    At boot this is where a new firmware version shows first.
+    """
+    runtime = loaded_runtime(hass, check_in.mac)
+    if runtime is None:
+        return
+    runtime.entry_data.async_set_hardware(
+        DeviceHardware.from_system_info(check_in.info)
+    )
+    _board, firmware = check_in.describe()
+    runtime.async_set_firmware(firmware)
+
+
 def answer_check_in(
     hass: HomeAssistant, check_in: CheckIn, base: str
 ) -> dict[str, Any] | Refused:
@@ -90,6 +106,7 @@ def answer_check_in(
         if entry.disabled_by is not None:
             return Refused.DISABLED
         if client_matches(entry, check_in.client_id):
+            _record(hass, check_in)
             # The firmware prefers mqtt when both are there; clients that
             # speak only WebSocket take that block.
             mqtt = domain_data.endpoints.ota_block(

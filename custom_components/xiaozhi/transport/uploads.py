@@ -5,6 +5,7 @@ pictures and sounds use one-time URLs that the views below mint: each works
 once, and a wrong or used one counts as a failed login of its address.
 """
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from http import HTTPStatus
 import io
@@ -22,6 +23,7 @@ from ..const import (
     MAX_OTA_BODY,
     MAX_PHOTO_BYTES,
     URL_CLIP,
+    URL_FIRMWARE,
     URL_SNAPSHOT,
     URL_VISION,
 )
@@ -33,6 +35,7 @@ from .http import bearer_token, client_id, device_mac, error_response
 from .logins import FailedLogins
 
 JPEG_MAGIC: Final = b"\xff\xd8\xff"
+FIRMWARE_CHUNK: Final = 16 * 1024
 # Far more than any device camera or screen (a 1080p frame is 2 Mpx).
 MAX_PHOTO_PIXELS: Final = 16_000_000
 VISION_ANSWER: Final = "Photo received by Home Assistant."
@@ -166,6 +169,53 @@ class ClipView(HomeAssistantView):
         return await sound.respond(request)
 
 
+class FirmwareView(HomeAssistantView):
+    """Firmware images for a device to fetch, at one-time URLs.
+
+    The firmware's OTA needs status 200 and a ``Content-Length``; what it
+    has fetched is the install's progress.
+    """
+
+    url = URL_FIRMWARE + "/{token}"
+    name = "api:xiaozhi:firmware"
+    requires_auth = False
+
+    def __init__(self, logins: FailedLogins) -> None:
+        """Start with nothing to serve; count wrong URLs in ``logins``."""
+        self._logins = logins
+        self._images = OneTimeTokens[tuple[bytes, Callable[[int], None]]]()
+
+    def mint(
+        self, base: str, image: bytes, progress: Callable[[int], None]
+    ) -> tuple[str, CALLBACK_TYPE]:
+        """Return a one-time URL of ``image`` and its revoker.
+
+        ``progress`` is called with the bytes sent so far.
+        """
+        token, revoke = self._images.add((image, progress))
+        return f"{base}{URL_FIRMWARE}/{token}.bin", revoke
+
+    async def get(self, request: web.Request, token: str) -> web.StreamResponse:
+        """Send the image, once, with its length."""
+        if self._logins.blocked(request.remote):
+            return error_response(HTTPStatus.FORBIDDEN, "Too many wrong credentials")
+        served = self._images.take(token.removesuffix(".bin"))
+        if served is None:
+            self._logins.failed(request.remote, "firmware URL")
+            return error_response(HTTPStatus.NOT_FOUND, "Unknown or used firmware URL")
+        image, progress = served
+        response = web.StreamResponse(
+            headers={"Content-Type": "application/octet-stream"}
+        )
+        response.content_length = len(image)
+        await response.prepare(request)
+        for start in range(0, len(image), FIRMWARE_CHUNK):
+            await response.write(image[start : start + FIRMWARE_CHUNK])
+            progress(min(start + FIRMWARE_CHUNK, len(image)))
+        await response.write_eof()
+        return response
+
+
 @dataclass(frozen=True, slots=True)
 class UploadViews:
     """The views devices upload to and fetch from (registered once)."""
@@ -173,12 +223,18 @@ class UploadViews:
     vision: VisionView
     snapshots: SnapshotView
     clips: ClipView
+    firmware: FirmwareView
 
     @classmethod
     def register(cls, hass: HomeAssistant, logins: FailedLogins) -> UploadViews:
         """Register the views (once per instance: routes stay)."""
-        views = cls(VisionView(logins), SnapshotView(logins), ClipView(logins))
-        for view in (views.vision, views.snapshots, views.clips):
+        views = cls(
+            VisionView(logins),
+            SnapshotView(logins),
+            ClipView(logins),
+            FirmwareView(logins),
+        )
+        for view in (views.vision, views.snapshots, views.clips, views.firmware):
             hass.http.register_view(view)
         return views
 
@@ -204,6 +260,12 @@ class DeviceUploads:
     def mint_sound_url(self, sound: NotifyStream) -> tuple[str, CALLBACK_TYPE]:
         """Return a one-time URL streaming ``sound`` to the device."""
         return self._views.clips.mint(self._base, sound)
+
+    def mint_firmware_url(
+        self, image: bytes, progress: Callable[[int], None]
+    ) -> tuple[str, CALLBACK_TYPE]:
+        """Return a one-time URL of a firmware image, reporting bytes sent."""
+        return self._views.firmware.mint(self._base, image, progress)
 
 
 async def _receive_picture(

@@ -1,0 +1,1 @@
+"""Firmware updates: where releases come from, and installing one on a device."""

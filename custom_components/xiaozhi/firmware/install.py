@@ -1,0 +1,132 @@
+"""Installing a release on a device, checked first, confirmed after.
+
+Before anything reaches the device, its board's zip is downloaded and the
+application image cut out of it is checked for the device (``protocol/
+ota_image.py``). The image is then served once, with its length, at a URL
+the device is given through its ``self.upgrade_firmware`` tool; what it has
+fetched is the progress. The install has worked only when the device comes
+back reporting the new version (its OTA check at boot says it first).
+"""
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Final, Protocol
+
+from homeassistant.core import CALLBACK_TYPE, HomeAssistant
+from homeassistant.exceptions import HomeAssistantError
+
+from ..const import DOMAIN, LOGGER
+from ..entry_data import XiaozhiEntryData
+from ..protocol.firmware import UPGRADE_TOOL
+from ..protocol.ota_image import (
+    DeviceHardware,
+    FirmwareRefusedError,
+    app_from_merged,
+    check_image,
+    merged_binary,
+)
+from .releases import Release, ReleaseSource
+
+# Downloading, writing 3-4 MB of flash and rebooting takes about a minute.
+CONFIRM_TIMEOUT: Final = 300.0
+
+
+class FirmwareUrls(Protocol):
+    """Mints the one-time URL of a firmware image."""
+
+    def mint_firmware_url(
+        self, image: bytes, progress: Callable[[int], None]
+    ) -> tuple[str, CALLBACK_TYPE]:
+        """Return a one-time URL of a firmware image, reporting bytes sent."""
+
+
+type CallTool = Callable[[str, dict[str, str]], Awaitable[object]]
+
+
+def _error(key: str, name: str, **placeholders: str) -> HomeAssistantError:
+    return HomeAssistantError(
+        translation_domain=DOMAIN,
+        translation_key=key,
+        translation_placeholders={"name": name, **placeholders},
+    )
+
+
+def checked_image(archive: bytes, version: str, hardware: DeviceHardware) -> bytes:
+    """Return the release's application image if it is right for the device.
+
+    Raises FirmwareRefusedError. CPU-bound (unzipping): run it in the
+    executor.
+    """
+    image = app_from_merged(merged_binary(archive))
+    check_image(image, version=version, chip=hardware.chip, slots=list(hardware.slots))
+    return image.data
+
+
+async def async_prepare(
+    hass: HomeAssistant,
+    source: ReleaseSource,
+    release: Release,
+    hardware: DeviceHardware | None,
+    name: str,
+) -> bytes:
+    """Download and check the release for the device; return its image."""
+    if hardware is None or hardware.board is None:
+        raise _error("firmware_unknown_device", name)
+    asset = release.asset_for(hardware.board, hardware.manufacturer)
+    if asset is None:
+        raise _error(
+            "firmware_no_asset", name, version=release.version, board=hardware.board
+        )
+    archive = await source.async_download(asset)
+    try:
+        return await hass.async_add_executor_job(
+            checked_image, archive, release.version, hardware
+        )
+    except FirmwareRefusedError as err:
+        LOGGER.warning("Firmware %s refused for %s: %s", asset.name, name, err)
+        raise _error(str(err.reason), name, detail=err.detail) from err
+
+
+async def async_install(
+    name: str,
+    *,
+    data: XiaozhiEntryData,
+    uploads: FirmwareUrls | None,
+    call_tool: CallTool,
+    image: bytes,
+    version: str,
+    progress: Callable[[float], None],
+) -> None:
+    """Have the device fetch and flash ``image``; return once it runs it.
+
+    ``progress`` gets the share (0..100) fetched. Raises
+    HomeAssistantError when the device cannot be reached, or does not come
+    back with ``version`` in time.
+    """
+    if uploads is None:
+        raise _error("firmware_not_connected", name)
+    back = asyncio.Event()
+
+    def changed() -> None:
+        if data.firmware == version:
+            back.set()
+
+    total = len(image)
+    url, revoke = uploads.mint_firmware_url(
+        image, lambda sent: progress(100 * sent / total)
+    )
+    stop_following = data.async_subscribe_state(changed)
+    try:
+        await call_tool(UPGRADE_TOOL, {"url": url})
+        async with asyncio.timeout(CONFIRM_TIMEOUT):
+            await back.wait()
+    except TimeoutError as err:
+        raise _error(
+            "firmware_not_confirmed",
+            name,
+            version=version,
+            installed=data.firmware or "?",
+        ) from err
+    finally:
+        stop_following()
+        revoke()

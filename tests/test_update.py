@@ -1,0 +1,393 @@
+"""Firmware updates: releases from a local server, checked, installed, confirmed.
+
+A local release server answers in GitHub's shape; its zips hold merged
+binaries built like the firmware's. The simulated device downloads what it
+is given over HTTP, checks the length and the chip, and reboots into it.
+"""
+
+from collections.abc import AsyncGenerator, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+from aiohttp.test_utils import TestServer
+from homeassistant.components.update import (
+    ATTR_IN_PROGRESS,
+    ATTR_INSTALLED_VERSION,
+    ATTR_LATEST_VERSION,
+    ATTR_RELEASE_SUMMARY,
+    ATTR_UPDATE_PERCENTAGE,
+)
+from homeassistant.const import EVENT_STATE_CHANGED, STATE_OFF, STATE_ON
+from homeassistant.core import Event, HomeAssistant, callback
+from homeassistant.exceptions import HomeAssistantError
+from homeassistant.helpers import entity_registry as er
+from homeassistant.helpers.entity_component import async_update_entity
+import pytest
+from pytest_homeassistant_custom_component.common import MockConfigEntry
+
+from custom_components.xiaozhi.const import DOMAIN
+from custom_components.xiaozhi.firmware import install
+from custom_components.xiaozhi.settings import (
+    CONF_FIRMWARE_PRERELEASES,
+    CONF_FIRMWARE_RELEASES_URL,
+)
+from simulator import SimulatedDevice, device as simulated_device
+from simulator.firmware_image import app_image, merged_binary, release_zip
+from tests.conftest import LOOPBACK_OTA_URL, MAC, wait_for_runtime
+
+pytestmark = pytest.mark.mqtt_endpoint
+
+BOARD = "xiaozhi-sim"
+
+
+@dataclass
+class ReleaseServer:
+    """Releases in GitHub's shape, and their zips."""
+
+    server: TestServer
+    releases: list[dict[str, Any]] = field(default_factory=list)
+    files: dict[str, bytes] = field(default_factory=dict)
+    failing: bool = False
+    asked: int = 0
+
+    def url(self, path: str = "/releases") -> str:
+        """Return the absolute URL of ``path``."""
+        return str(self.server.make_url(path))
+
+    def add(
+        self,
+        version: str,
+        zips: dict[str, bytes] | None = None,
+        *,
+        draft: bool = False,
+        prerelease: bool = False,
+    ) -> None:
+        """Publish a release with ``zips`` (name -> content)."""
+        assets = []
+        for name, content in (zips or {}).items():
+            self.files[name] = content
+            assets.append(
+                {
+                    "name": name,
+                    "size": len(content),
+                    "browser_download_url": self.url(f"/download/{name}"),
+                }
+            )
+        self.releases.insert(
+            0,
+            {
+                "tag_name": f"v{version}",
+                "name": f"Version {version}",
+                "body": f"What is new in {version}.",
+                "html_url": f"https://example.invalid/releases/v{version}",
+                "draft": draft,
+                "prerelease": prerelease,
+                "assets": assets,
+            },
+        )
+
+
+def board_zip(version: str, **image: Any) -> bytes:
+    """Return a release zip for the simulated board."""
+    return release_zip(merged_binary(app_image(version=version, **image)))
+
+
+@pytest.fixture
+async def release_server(socket_enabled: None) -> AsyncGenerator[ReleaseServer]:
+    """Serve releases on loopback (never the internet)."""
+
+    async def listing(_request: web.Request) -> web.Response:
+        holder.asked += 1
+        if holder.failing:
+            return web.Response(status=500)
+        return web.json_response(holder.releases)
+
+    async def download(request: web.Request) -> web.Response:
+        content = holder.files.get(request.match_info["name"])
+        if content is None:
+            return web.Response(status=404)
+        return web.Response(body=content)
+
+    app = web.Application()
+    app.router.add_get("/releases", listing)
+    app.router.add_get("/download/{name}", download)
+    server = TestServer(app, host="127.0.0.1")
+    await server.start_server()
+    holder = ReleaseServer(server)
+    yield holder
+    await server.close()
+
+
+@pytest.fixture
+def endpoint_settings(
+    endpoint_settings: dict[str, Any], release_server: ReleaseServer
+) -> dict[str, Any]:
+    """Point the integration at the local release server."""
+    return {
+        **endpoint_settings,
+        CONF_FIRMWARE_RELEASES_URL: release_server.url(),
+        CONF_FIRMWARE_PRERELEASES: False,
+    }
+
+
+def firmware_id(hass: HomeAssistant) -> str:
+    """Return the device's update entity."""
+    entity_id = er.async_get(hass).async_get_entity_id(
+        "update", DOMAIN, f"{MAC}-firmware"
+    )
+    assert entity_id is not None
+    return entity_id
+
+
+async def checked(hass: HomeAssistant, *, fresh: bool = True) -> Any:
+    """Have the entity look for releases (now, with ``fresh``); return its state."""
+    if fresh:
+        await hass.data[DOMAIN].releases.async_refresh(force=True)
+    await async_update_entity(hass, firmware_id(hass))
+    state = hass.states.get(firmware_id(hass))
+    assert state is not None
+    return state
+
+
+async def online(
+    init_integration: MockConfigEntry,
+    simulators: Callable[..., SimulatedDevice],
+    **config: Any,
+) -> SimulatedDevice:
+    """Return a device on MQTT that checked in and connected."""
+    device = simulators(
+        ota_url=LOOPBACK_OTA_URL,
+        firmware=config.pop("firmware", "2.5.0"),
+        reboot_delay=0.05,
+        **config,
+    )
+    await device.provision()
+    await device.connect()
+    await wait_for_runtime(init_integration.runtime_data, lambda m: m.connected)
+    return device
+
+
+async def install_version(hass: HomeAssistant, version: str | None = None) -> None:
+    """Call ``update.install``."""
+    data: dict[str, Any] = {"entity_id": firmware_id(hass)}
+    if version is not None:
+        data["version"] = version
+    await hass.services.async_call("update", "install", data, blocking=True)
+
+
+async def test_a_release_installs_and_the_device_comes_back_with_it(
+    hass: HomeAssistant,
+    init_integration: MockConfigEntry,
+    simulators: Callable[..., SimulatedDevice],
+    release_server: ReleaseServer,
+) -> None:
+    """The image is checked, fetched with its length, flashed, confirmed."""
+    release_server.add("2.6.0", {f"v2.6.0_{BOARD}.zip": board_zip("2.6.0")})
+    release_server.add("2.9.0", {f"v2.9.0_{BOARD}.zip": board_zip("2.9.0")}, draft=True)
+    release_server.add(
+        "2.8.0", {f"v2.8.0_{BOARD}.zip": board_zip("2.8.0")}, prerelease=True
+    )
+    device = await online(init_integration, simulators)
+    state = await checked(hass)
+    assert state.state == STATE_ON
+    assert state.attributes[ATTR_INSTALLED_VERSION] == "2.5.0"
+    assert state.attributes[ATTR_LATEST_VERSION] == "2.6.0"  # no draft, no pre
+    assert state.attributes[ATTR_RELEASE_SUMMARY] == "Version 2.6.0"
+    progress: list[Any] = []
+
+    @callback
+    def follow(event: Event) -> None:
+        new = event.data["new_state"]
+        if new is not None and new.entity_id == firmware_id(hass):
+            progress.append(
+                (
+                    new.attributes[ATTR_IN_PROGRESS],
+                    new.attributes[ATTR_UPDATE_PERCENTAGE],
+                )
+            )
+
+    hass.bus.async_listen(EVENT_STATE_CHANGED, follow)
+    await install_version(hass)
+    assert device.upgrades == [("2.6.0", "")]
+    assert device.config.firmware == "2.6.0"
+    # Confirmed by its OTA check at boot; then it connects again.
+    await wait_for_runtime(init_integration.runtime_data, lambda m: m.connected)
+    state = hass.states.get(firmware_id(hass))
+    assert state is not None
+    assert state.state == STATE_OFF
+    assert state.attributes[ATTR_INSTALLED_VERSION] == "2.6.0"
+    assert (True, 100) in progress  # the bytes the device fetched
+    assert progress[-1] == (False, None)
+    # The image URL worked once: asking again is refused.
+    status, _body = await device.http_request("GET", device.upgrade_urls[-1])
+    assert status == 404
+
+
+async def test_a_newer_firmware_is_not_offered_an_older_release(
+    hass: HomeAssistant,
+    init_integration: MockConfigEntry,
+    simulators: Callable[..., SimulatedDevice],
+    release_server: ReleaseServer,
+) -> None:
+    """No downgrade unless the user picks the version."""
+    release_server.add("2.6.0", {f"v2.6.0_{BOARD}.zip": board_zip("2.6.0")})
+    await online(init_integration, simulators, firmware="2.7.1")
+    state = await checked(hass)
+    assert state.state == STATE_OFF
+    assert state.attributes[ATTR_LATEST_VERSION] == "2.7.1"
+
+
+@pytest.mark.parametrize(
+    ("zips", "config", "reason"),
+    [
+        ({"v2.6.0_other-board.zip": board_zip("2.6.0")}, {}, "firmware_no_asset"),
+        ({f"v2.6.0_{BOARD}.zip": b"not a zip"}, {}, "firmware_not_a_zip"),
+        (
+            {f"v2.6.0_{BOARD}.zip": release_zip(b"x", name="xiaozhi.bin")},
+            {},
+            "firmware_no_merged_binary",
+        ),
+        (
+            {f"v2.6.0_{BOARD}.zip": board_zip("2.6.0")},
+            {"chip": "esp32c3"},
+            "firmware_wrong_chip",
+        ),
+        ({f"v2.6.0_{BOARD}.zip": board_zip("2.5.9")}, {}, "firmware_wrong_version"),
+        (
+            {f"v2.6.0_{BOARD}.zip": board_zip("2.6.0", project="other")},
+            {},
+            "firmware_not_xiaozhi",
+        ),
+        (
+            {f"v2.6.0_{BOARD}.zip": board_zip("2.6.0")},
+            {"ota_slots": False},
+            "firmware_no_ota_slot",
+        ),
+        (
+            # Built for a larger slot than the device has.
+            {
+                f"v2.6.0_{BOARD}.zip": release_zip(
+                    merged_binary(
+                        app_image(version="2.6.0", payload=0x400000),
+                        [("ota_0", 0, 0x10, 0x20000, 0x500000)],
+                    )
+                )
+            },
+            {},
+            "firmware_too_large",
+        ),
+    ],
+)
+async def test_an_image_not_right_for_the_device_never_reaches_it(
+    hass: HomeAssistant,
+    init_integration: MockConfigEntry,
+    simulators: Callable[..., SimulatedDevice],
+    release_server: ReleaseServer,
+    zips: dict[str, bytes],
+    config: dict[str, Any],
+    reason: str,
+) -> None:
+    """Each refusal says why; the device is never told to upgrade."""
+    release_server.add("2.6.0", zips)
+    device = await online(init_integration, simulators, **config)
+    await checked(hass)
+    with pytest.raises(HomeAssistantError) as err:
+        await install_version(hass)
+    assert err.value.translation_key == reason
+    assert device.upgrade_urls == []
+    state = hass.states.get(firmware_id(hass))
+    assert state is not None
+    assert state.attributes[ATTR_IN_PROGRESS] is False
+
+
+async def test_a_manufacturer_named_zip_is_found(
+    hass: HomeAssistant,
+    init_integration: MockConfigEntry,
+    simulators: Callable[..., SimulatedDevice],
+    release_server: ReleaseServer,
+) -> None:
+    """Releases name boards ``{manufacturer}-{name}``, as the firmware builds them."""
+    release_server.add("2.6.0", {f"v2.6.0_acme-{BOARD}.zip": board_zip("2.6.0")})
+    device = await online(init_integration, simulators, manufacturer="acme")
+    await checked(hass)
+    await install_version(hass, "2.6.0")
+    assert device.config.firmware == "2.6.0"
+    await wait_for_runtime(init_integration.runtime_data, lambda m: m.connected)
+
+
+async def test_a_device_that_does_not_come_back_fails_the_install(
+    hass: HomeAssistant,
+    init_integration: MockConfigEntry,
+    simulators: Callable[..., SimulatedDevice],
+    release_server: ReleaseServer,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The flash fails on the device: it keeps its version, and the error says so."""
+    monkeypatch.setattr(install, "CONFIRM_TIMEOUT", 1.0)
+
+    def refuse(_data: bytes, _chip: str) -> str:
+        raise ValueError("flash write failed")
+
+    monkeypatch.setattr(simulated_device, "read_image", refuse)
+    release_server.add("2.6.0", {f"v2.6.0_{BOARD}.zip": board_zip("2.6.0")})
+    device = await online(init_integration, simulators)
+    await checked(hass)
+    with pytest.raises(HomeAssistantError) as err:
+        await install_version(hass)
+    assert err.value.translation_key == "firmware_not_confirmed"
+    assert err.value.translation_placeholders["installed"] == "2.5.0"
+    assert device.upgrades == [(None, "flash write failed")]
+
+
+async def test_an_unknown_version_or_source_failure_is_quiet_then_clear(
+    hass: HomeAssistant,
+    init_integration: MockConfigEntry,
+    simulators: Callable[..., SimulatedDevice],
+    release_server: ReleaseServer,
+) -> None:
+    """A failing release list: latest unknown, nothing raised until an install."""
+    release_server.failing = True
+    await online(init_integration, simulators)
+    state = await checked(hass)
+    assert state.attributes[ATTR_LATEST_VERSION] is None
+    with pytest.raises(HomeAssistantError) as err:
+        await install_version(hass, "3.0.0")
+    assert err.value.translation_key == "firmware_no_release"
+
+
+async def test_a_device_not_connected_is_not_sent_anything(
+    hass: HomeAssistant,
+    init_integration: MockConfigEntry,
+    simulators: Callable[..., SimulatedDevice],
+    release_server: ReleaseServer,
+) -> None:
+    """A WebSocket device between conversations: it says so, after the checks."""
+    release_server.add("2.6.0", {f"v2.6.0_{BOARD}.zip": board_zip("2.6.0")})
+    device = await online(init_integration, simulators, websocket_only=True)
+    await checked(hass)
+    await device.disconnect()
+    await wait_for_runtime(init_integration.runtime_data, lambda m: not m.connected)
+    with pytest.raises(HomeAssistantError) as err:
+        await install_version(hass)
+    assert err.value.translation_key == "firmware_not_connected"
+
+
+async def test_the_release_list_is_read_once_for_hours(
+    hass: HomeAssistant,
+    init_integration: MockConfigEntry,
+    simulators: Callable[..., SimulatedDevice],
+    release_server: ReleaseServer,
+) -> None:
+    """Many checks, one request; the notes come from the release."""
+    release_server.add("2.6.0", {f"v2.6.0_{BOARD}.zip": board_zip("2.6.0")})
+    await online(init_integration, simulators)
+    await checked(hass)
+    asked = release_server.asked
+    for _ in range(3):
+        await checked(hass, fresh=False)
+    assert release_server.asked == asked
+    runtime_source = hass.data[DOMAIN].releases
+    notes = await runtime_source.async_refresh()
+    assert notes is not None
+    assert notes[0].notes == "What is new in 2.6.0."
