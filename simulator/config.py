@@ -38,6 +38,9 @@ class DeviceConfig:
     """The chip (``chip_model_name``); an image for another one is refused."""
     manufacturer: str | None = None
     """``board.manufacturer`` of the OTA check (firmware 2.4.2 and later)."""
+    upgrade_at_boot: bool = True
+    """Install a newer ``firmware`` the OTA answer offers, as the firmware
+    does at boot (off: only record the offer)."""
     ota_slots: bool = True
     """Whether its partition table has OTA slots (``partitions/v2/4m.csv``
     has only ``factory``: such a board cannot update over the air)."""

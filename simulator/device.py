@@ -236,6 +236,7 @@ class SimulatedDevice:
         )
         self.server_time: dict[str, Any] | None = None
         self.firmware_offer: FirmwareOffer | None = None
+        self._upgrade_at_boot: str | None = None
 
         self._ws: aiohttp.ClientWebSocketResponse | None = None
         self._mqtt: DeviceMqttLink | None = None
@@ -535,13 +536,15 @@ class SimulatedDevice:
             self.server_time = dict(result.server_time)
         if result.firmware is not None:
             self.firmware_offer = result.firmware
-            if result.firmware.newer:
+            if result.firmware.newer and self.config.upgrade_at_boot:
+                # CheckNewVersion: a newer version is installed before the
+                # device goes online.
                 _LOGGER.info(
-                    "%s: firmware %s offered at %s (not installed by the simulator)",
+                    "%s: firmware %s offered; upgrading",
                     self.name,
                     result.firmware.version,
-                    result.firmware.url,
                 )
+                self._upgrade_at_boot = result.firmware.url
         self._notify()
 
     async def activate(self, ota_url: str | None = None) -> str:
@@ -1445,17 +1448,22 @@ class SimulatedDevice:
             await self.close_audio_channel()
         if self._ws is not None:
             await self._close_link(REASON_DISCONNECTED)
+        if await self._flash(url):
+            await self.reboot()
+
+    async def _flash(self, url: str) -> bool:
+        """Download and write an image; True once it is the next boot's."""
         try:
             version = read_image(await self._download_image(url), self.config.chip)
         except (aiohttp.ClientError, TimeoutError, ValueError) as err:
             _LOGGER.warning("%s: upgrade failed: %s", self.name, err)
             self.upgrades.append((None, str(err)))
             self._notify()
-            return
+            return False
         _LOGGER.info("%s: upgraded to %s; rebooting", self.name, version)
         self.upgrades.append((version, ""))
         self.config = dataclasses.replace(self.config, firmware=version)
-        await self.reboot()
+        return True
 
     async def _download_image(self, url: str) -> bytes:
         """GET an image as the firmware's OTA does; ValueError when refused."""
@@ -1501,7 +1509,7 @@ class SimulatedDevice:
 
     async def _reconnect(self, delay: float, *, reboot: bool) -> None:
         await asyncio.sleep(delay)
-        if reboot and self.ota_url:
+        while reboot and self.ota_url:
             try:
                 await self.provision()
             except (OtaError, TimeoutError) as err:
@@ -1509,6 +1517,12 @@ class SimulatedDevice:
                     "%s: provisioning after reboot failed: %s", self.name, err
                 )
                 return
+            url, self._upgrade_at_boot = self._upgrade_at_boot, None
+            if url is None or not await self._flash(url):
+                break
+            # Flashed at boot: the device reboots into it and checks again.
+            self.reboot_count += 1
+            await asyncio.sleep(self.config.reboot_delay)
         await self._connect_with_retry()
 
     async def _connect_with_retry(self) -> None:

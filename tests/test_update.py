@@ -356,21 +356,54 @@ async def test_an_unknown_version_or_source_failure_is_quiet_then_clear(
     assert err.value.translation_key == "firmware_no_release"
 
 
-async def test_a_device_not_connected_is_not_sent_anything(
+async def test_a_device_away_is_updated_at_its_next_boot(
     hass: HomeAssistant,
     init_integration: MockConfigEntry,
     simulators: Callable[..., SimulatedDevice],
     release_server: ReleaseServer,
 ) -> None:
-    """A WebSocket device between conversations: it says so, after the checks."""
+    """Not connected: the OTA answer at its next boot offers it, once, no force."""
     release_server.add("2.6.0", {f"v2.6.0_{BOARD}.zip": board_zip("2.6.0")})
+    device = await online(init_integration, simulators, websocket_only=True)
+    await checked(hass)
+    await device.disconnect()
+    runtime = init_integration.runtime_data
+    await wait_for_runtime(runtime, lambda m: not m.connected)
+    await install_version(hass)
+    state = hass.states.get(firmware_id(hass))
+    assert state is not None
+    assert state.attributes[ATTR_IN_PROGRESS] is True  # waiting for the device
+    assert device.upgrade_urls == []
+    await device.reboot()  # its boot-time OTA check gets the offer
+    await device.wait_for(lambda: device.config.firmware == "2.6.0", timeout=10)
+    offer = device.firmware_offer
+    assert offer is not None
+    assert (offer.version, offer.force) == ("2.6.0", False)
+    await wait_for_runtime(runtime, lambda m: m.entry_data.firmware == "2.6.0")
+    state = hass.states.get(firmware_id(hass))
+    assert state is not None
+    assert state.attributes[ATTR_IN_PROGRESS] is False
+    assert state.attributes[ATTR_INSTALLED_VERSION] == "2.6.0"
+    assert runtime.pending_firmware is None  # offered once
+    await wait_for_runtime(runtime, lambda m: m.connected)
+
+
+async def test_going_back_needs_the_device_connected(
+    hass: HomeAssistant,
+    init_integration: MockConfigEntry,
+    simulators: Callable[..., SimulatedDevice],
+    release_server: ReleaseServer,
+) -> None:
+    """The boot-time check installs only newer versions: an older one waits."""
+    release_server.add("2.4.0", {f"v2.4.0_{BOARD}.zip": board_zip("2.4.0")})
     device = await online(init_integration, simulators, websocket_only=True)
     await checked(hass)
     await device.disconnect()
     await wait_for_runtime(init_integration.runtime_data, lambda m: not m.connected)
     with pytest.raises(HomeAssistantError) as err:
-        await install_version(hass)
+        await install_version(hass, "2.4.0")
     assert err.value.translation_key == "firmware_not_connected"
+    assert init_integration.runtime_data.pending_firmware is None
 
 
 async def test_the_release_list_is_read_once_for_hours(

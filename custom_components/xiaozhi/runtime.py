@@ -40,6 +40,7 @@ from .const import (
 )
 from .entry_data import LinkInfo, XiaozhiEntryData
 from .errors import not_connected
+from .firmware.install import PendingInstall
 from .limits import (
     ISSUE_TOO_MANY_TOOLS,
     MAX_DEVICE_TOOLS,
@@ -112,6 +113,8 @@ class XiaozhiRuntime:
             self.run_in_background,
         )
         self.player = MediaPlayback(hass, self)
+        # Firmware to offer at the device's next OTA check (it is away now).
+        self.pending_firmware: PendingInstall | None = None
         self._channel: VoiceChannel | None = None
         self._pending_link: LinkInfo | None = None
         self._mic_heard_at = -PREROLL_WINDOW  # when microphone audio came last

@@ -16,7 +16,7 @@ from homeassistant.components.update import (
     UpdateEntityFeature,
 )
 from homeassistant.const import EntityCategory
-from homeassistant.core import HomeAssistant
+from homeassistant.core import HomeAssistant, callback
 from homeassistant.exceptions import HomeAssistantError
 from homeassistant.helpers.entity_platform import AddConfigEntryEntitiesCallback
 from homeassistant.helpers.event import async_call_later
@@ -24,7 +24,7 @@ from homeassistant.helpers.event import async_call_later
 from .const import DOMAIN
 from .domain_data import DATA_KEY
 from .entity import XiaozhiEntity
-from .firmware.install import async_install, async_prepare
+from .firmware.install import PendingInstall, async_install, async_prepare
 from .firmware.releases import Release
 from .protocol.ota_image import version_key
 from .runtime import XiaozhiConfigEntry, XiaozhiRuntime
@@ -63,6 +63,7 @@ class XiaozhiFirmwareUpdate(XiaozhiEntity, UpdateEntity):
         """Create the firmware entity of a device."""
         super().__init__(runtime, "firmware")
         self._latest: Release | None = None
+        self._pending_version: str | None = None
 
     @override
     async def async_added_to_hass(self) -> None:
@@ -75,6 +76,12 @@ class XiaozhiFirmwareUpdate(XiaozhiEntity, UpdateEntity):
                 lambda _now: self.async_schedule_update_ha_state(force_refresh=True),
             )
         )
+
+    @property
+    @override
+    def in_progress(self) -> bool:
+        """Return True while installing, or waiting to offer an install."""
+        return self._pending_version is not None or self._attr_in_progress is True
 
     @property
     @override
@@ -144,6 +151,9 @@ class XiaozhiFirmwareUpdate(XiaozhiEntity, UpdateEntity):
         image = await async_prepare(
             self.hass, source, release, self.entry_data.hardware, runtime.name
         )
+        if not runtime.connected:
+            self._async_wait_for_device(release.version, image)
+            return
         self._attr_in_progress = True
         self._attr_update_percentage = 0
         self.async_write_ha_state()
@@ -161,6 +171,35 @@ class XiaozhiFirmwareUpdate(XiaozhiEntity, UpdateEntity):
             self._attr_in_progress = False
             self._attr_update_percentage = None
             self.async_write_ha_state()
+
+    def _async_wait_for_device(self, version: str, image: bytes) -> None:
+        """Offer the image at the device's next OTA check (at its boot).
+
+        The firmware installs only a newer version there: going back needs
+        the device connected.
+        """
+        installed = version_key(self.installed_version or "")
+        if installed is None or (version_key(version) or ()) <= installed:
+            raise HomeAssistantError(
+                translation_domain=DOMAIN,
+                translation_key="firmware_not_connected",
+                translation_placeholders={"name": self.runtime.name},
+            )
+        self.runtime.pending_firmware = PendingInstall(version, image, self._progress)
+        self._pending_version = version
+        self._attr_update_percentage = None
+        self.async_write_ha_state()
+
+    @callback
+    @override
+    def _handle_update(self) -> None:
+        """Follow the device; an offered install ends when it runs the version."""
+        if self._pending_version is not None and (
+            self.installed_version == self._pending_version
+        ):
+            self._pending_version = None
+            self._attr_update_percentage = None
+        super()._handle_update()
 
     def _progress(self, percent: float) -> None:
         rounded = int(percent)

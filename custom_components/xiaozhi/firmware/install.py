@@ -10,6 +10,7 @@ back reporting the new version (its OTA check at boot says it first).
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Final, Protocol
 
 from homeassistant.core import CALLBACK_TYPE, HomeAssistant
@@ -31,6 +32,11 @@ from .releases import Release, ReleaseSource
 CONFIRM_TIMEOUT: Final = 300.0
 
 
+type MintFirmwareUrl = Callable[
+    [bytes, Callable[[int], None]], tuple[str, CALLBACK_TYPE]
+]
+
+
 class FirmwareUrls(Protocol):
     """Mints the one-time URL of a firmware image."""
 
@@ -41,6 +47,32 @@ class FirmwareUrls(Protocol):
 
 
 type CallTool = Callable[[str, dict[str, str]], Awaitable[object]]
+# How long a firmware URL handed out in an OTA answer stays valid.
+OFFER_LIFETIME: Final = 600.0
+
+
+@dataclass(frozen=True, slots=True)
+class PendingInstall:
+    """An install waiting for a device that is not connected.
+
+    At its next OTA check (at boot) the answer's ``firmware`` block offers
+    it, once; the firmware installs a newer version at once.
+    """
+
+    version: str
+    image: bytes
+    progress: Callable[[float], None]
+
+    def offer(self, mint: MintFirmwareUrl) -> tuple[dict[str, str], CALLBACK_TYPE]:
+        """Return the OTA answer's ``firmware`` block and its URL's revoker.
+
+        Only a plain version is offered (the firmware's version compare
+        aborts on anything else), and never with ``force`` (which would
+        re-flash at every boot).
+        """
+        total = len(self.image)
+        url, revoke = mint(self.image, lambda sent: self.progress(100 * sent / total))
+        return {"version": self.version, "url": url}, revoke
 
 
 def _error(key: str, name: str, **placeholders: str) -> HomeAssistantError:

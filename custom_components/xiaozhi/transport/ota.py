@@ -11,20 +11,23 @@ address: 202 pending, 200 once the user entered it.
 
 from dataclasses import dataclass
 from enum import StrEnum
+from functools import partial
 from http import HTTPStatus
 from typing import Any, Final
 
 from aiohttp import web
 from homeassistant.config_entries import SOURCE_IGNORE, ConfigEntryState
 from homeassistant.core import HomeAssistant
+from homeassistant.helpers.event import async_call_later
 from homeassistant.helpers.http import KEY_HASS, HomeAssistantView
 from homeassistant.util import dt as dt_util
 from yarl import URL
 
 from ..const import CONF_TOKEN, DOMAIN, URL_ACTIVATE, URL_OTA
 from ..domain_data import DATA_KEY
+from ..firmware.install import OFFER_LIFETIME
 from ..pairing.identity import client_matches, loaded_runtime
-from ..protocol.ota_image import DeviceHardware
+from ..protocol.ota_image import DeviceHardware, is_plain_version
 from .http import client_id, device_mac, error_response, read_json
 from .urls import device_base_url, websocket_url
 
@@ -78,19 +81,30 @@ def websocket_block(base: str, token: str) -> dict[str, Any]:
     return {"url": websocket_url(base), "token": token, "version": 1}
 
 
-def _record(hass: HomeAssistant, check_in: CheckIn) -> None:
-    """Keep what a paired device's check says: its firmware and hardware.
+def _record(hass: HomeAssistant, check_in: CheckIn, base: str) -> dict[str, str] | None:
+    """Keep what a paired device's check says; return firmware to offer.
 
-    At boot this is where a new firmware version shows first.
+    At boot this is where a new firmware version shows first. An install
+    that waited for the device is offered once, on a URL valid for minutes.
     """
     runtime = loaded_runtime(hass, check_in.mac)
     if runtime is None:
-        return
+        return None
     runtime.entry_data.async_set_hardware(
         DeviceHardware.from_system_info(check_in.info)
     )
     _board, firmware = check_in.describe()
     runtime.async_set_firmware(firmware)
+    pending, runtime.pending_firmware = runtime.pending_firmware, None
+    if pending is None or not is_plain_version(pending.version):
+        return None
+    views = hass.data[DATA_KEY].uploads.firmware
+    block, revoke = pending.offer(partial(views.mint, base))
+    # Unfetched, the image is let go after a while, or with the device.
+    entry = runtime.entry
+    entry.async_on_unload(async_call_later(hass, OFFER_LIFETIME, lambda _now: revoke()))
+    entry.async_on_unload(revoke)
+    return block
 
 
 def answer_check_in(
@@ -106,7 +120,8 @@ def answer_check_in(
         if entry.disabled_by is not None:
             return Refused.DISABLED
         if client_matches(entry, check_in.client_id):
-            _record(hass, check_in)
+            if (offer := _record(hass, check_in, base)) is not None:
+                answer["firmware"] = offer
             # The firmware prefers mqtt when both are there; clients that
             # speak only WebSocket take that block.
             mqtt = domain_data.endpoints.ota_block(
