@@ -424,3 +424,38 @@ async def test_the_release_list_is_read_once_for_hours(
     notes = await runtime_source.async_refresh()
     assert notes is not None
     assert notes[0].notes == "What is new in 2.6.0."
+
+
+async def test_a_firmware_file_of_your_own_gets_the_same_checks(
+    hass: HomeAssistant,
+    init_integration: MockConfigEntry,
+    simulators: Callable[..., SimulatedDevice],
+    release_server: ReleaseServer,
+) -> None:
+    """By URL: a merged binary or an app image installs; another chip is refused."""
+    device = await online(init_integration, simulators)
+    device_id = init_integration.runtime_data.entry_data.device_id
+    release_server.files["mine.bin"] = merged_binary(app_image(version="2.7.0"))
+    release_server.files["other.bin"] = app_image(version="2.7.1", chip="esp32c3")
+
+    async def install_file(name: str) -> None:
+        await hass.services.async_call(
+            DOMAIN,
+            "install_firmware",
+            {
+                "device_id": device_id,
+                "firmware": release_server.url(f"/download/{name}"),
+            },
+            blocking=True,
+        )
+
+    with pytest.raises(HomeAssistantError) as err:
+        await install_file("other.bin")
+    assert err.value.translation_key == "firmware_wrong_chip"
+    with pytest.raises(HomeAssistantError) as err:
+        await install_file("missing.bin")
+    assert err.value.translation_key == "firmware_download_failed"
+    assert device.upgrade_urls == []
+    await install_file("mine.bin")
+    assert device.config.firmware == "2.7.0"
+    await wait_for_runtime(init_integration.runtime_data, lambda m: m.connected)

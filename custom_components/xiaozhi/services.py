@@ -2,6 +2,8 @@
 
 from typing import Any
 
+from homeassistant.components import media_source
+from homeassistant.components.media_player import async_process_play_media_url
 from homeassistant.const import ATTR_DEVICE_ID
 from homeassistant.core import (
     HomeAssistant,
@@ -15,10 +17,13 @@ from homeassistant.helpers import config_validation as cv, service
 import probatio
 
 from .const import DOMAIN
+from .firmware.install import async_install, async_prepare_own
 from .runtime import XiaozhiConfigEntry, XiaozhiRuntime
 
 SERVICE_CALL_TOOL = "call_tool"
 SERVICE_REFRESH = "refresh"
+SERVICE_INSTALL_FIRMWARE = "install_firmware"
+ATTR_FIRMWARE = "firmware"
 ATTR_TOOL = "tool"
 ATTR_ARGUMENTS = "arguments"
 
@@ -31,6 +36,12 @@ CALL_TOOL_SCHEMA = probatio.Schema(
     }
 )
 REFRESH_SCHEMA = probatio.Schema({probatio.Required(ATTR_DEVICE_ID): _DEVICES})
+INSTALL_FIRMWARE_SCHEMA = probatio.Schema(
+    {
+        probatio.Required(ATTR_DEVICE_ID): _DEVICES,
+        probatio.Required(ATTR_FIRMWARE): cv.string,
+    }
+)
 
 
 def _runtimes(call: ServiceCall) -> list[XiaozhiRuntime]:
@@ -66,6 +77,36 @@ async def _async_call_tool(call: ServiceCall) -> ServiceResponse:
     }
 
 
+async def _async_install_firmware(call: ServiceCall) -> None:
+    """Install a firmware file of the user's own (a URL or a media item).
+
+    It gets the checks a release gets; the device must be connected.
+    """
+    runtimes = _runtimes(call)
+    if len(runtimes) != 1:
+        raise ServiceValidationError(
+            translation_domain=DOMAIN, translation_key="one_device_only"
+        )
+    runtime = runtimes[0]
+    hass = call.hass
+    url = call.data[ATTR_FIRMWARE]
+    if media_source.is_media_source_id(url):
+        url = (await media_source.async_resolve_media(hass, url, None)).url
+    url = async_process_play_media_url(hass, url)
+    image = await async_prepare_own(
+        hass, url, runtime.entry_data.hardware, runtime.name
+    )
+    await async_install(
+        runtime.name,
+        data=runtime.entry_data,
+        uploads=runtime.uploads if runtime.connected else None,
+        call_tool=runtime.commands.async_call_tool,
+        image=image.data,
+        version=image.version,
+        progress=lambda _percent: None,
+    )
+
+
 async def _async_refresh(call: ServiceCall) -> None:
     for runtime in _runtimes(call):
         await runtime.commands.async_refresh()
@@ -83,4 +124,10 @@ def async_setup_services(hass: HomeAssistant) -> None:
     )
     hass.services.async_register(
         DOMAIN, SERVICE_REFRESH, _async_refresh, schema=REFRESH_SCHEMA
+    )
+    hass.services.async_register(
+        DOMAIN,
+        SERVICE_INSTALL_FIRMWARE,
+        _async_install_firmware,
+        schema=INSTALL_FIRMWARE_SCHEMA,
     )

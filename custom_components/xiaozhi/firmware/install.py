@@ -20,13 +20,15 @@ from ..const import DOMAIN, LOGGER
 from ..entry_data import XiaozhiEntryData
 from ..protocol.firmware import UPGRADE_TOOL
 from ..protocol.ota_image import (
+    AppImage,
     DeviceHardware,
     FirmwareRefusedError,
     app_from_merged,
     check_image,
     merged_binary,
+    read_firmware_file,
 )
-from .releases import Release, ReleaseSource
+from .releases import Release, ReleaseSource, async_fetch_firmware
 
 # Downloading, writing 3-4 MB of flash and rebooting takes about a minute.
 CONFIRM_TIMEOUT: Final = 300.0
@@ -81,6 +83,33 @@ def _error(key: str, name: str, **placeholders: str) -> HomeAssistantError:
         translation_key=key,
         translation_placeholders={"name": name, **placeholders},
     )
+
+
+def checked_own_image(data: bytes, hardware: DeviceHardware) -> AppImage:
+    """Return a firmware file of the user's own if it is right for the device.
+
+    The same checks as a release's, its own version standing for the
+    release's. CPU-bound: run it in the executor.
+    """
+    image = read_firmware_file(data)
+    check_image(
+        image, version=image.version, chip=hardware.chip, slots=list(hardware.slots)
+    )
+    return image
+
+
+async def async_prepare_own(
+    hass: HomeAssistant, url: str, hardware: DeviceHardware | None, name: str
+) -> AppImage:
+    """Fetch and check a firmware file of the user's own."""
+    if hardware is None:
+        raise _error("firmware_unknown_device", name)
+    data = await async_fetch_firmware(hass, url)
+    try:
+        return await hass.async_add_executor_job(checked_own_image, data, hardware)
+    except FirmwareRefusedError as err:
+        LOGGER.warning("Firmware %s refused for %s: %s", url, name, err)
+        raise _error(str(err.reason), name, detail=err.detail) from err
 
 
 def checked_image(archive: bytes, version: str, hardware: DeviceHardware) -> bytes:

@@ -20,6 +20,7 @@ import aiohttp
 from homeassistant.core import HomeAssistant
 from homeassistant.exceptions import HomeAssistantError
 from homeassistant.helpers.aiohttp_client import async_get_clientsession
+from yarl import URL
 
 from ..const import DOMAIN, LOGGER
 from ..protocol.ota_image import MAX_FIRMWARE_BYTES, version_key
@@ -175,27 +176,36 @@ class ReleaseSource:
     async def async_download(self, asset: Asset) -> bytes:
         """Return an asset's bytes; raise ``firmware_download_failed``."""
         if asset.size > MAX_FIRMWARE_BYTES:
-            raise _download_failed(asset, f"{asset.size} bytes")
-        session = async_get_clientsession(self.hass)
-        try:
-            async with (
-                asyncio.timeout(DOWNLOAD_TIMEOUT),
-                session.get(asset.url) as response,
-            ):
-                response.raise_for_status()
-                body = bytearray()
-                async for chunk in response.content.iter_chunked(64 * 1024):
-                    body += chunk
-                    if len(body) > MAX_FIRMWARE_BYTES:
-                        raise aiohttp.ClientPayloadError("too large")
-                return bytes(body)
-        except (aiohttp.ClientError, TimeoutError) as err:
-            raise _download_failed(asset, str(err) or type(err).__name__) from err
+            raise _download_failed(asset.name, f"{asset.size} bytes")
+        return await async_fetch_firmware(self.hass, asset.url, asset.name)
 
 
-def _download_failed(asset: Asset, error: str) -> HomeAssistantError:
+async def async_fetch_firmware(
+    hass: HomeAssistant, url: str, name: str | None = None
+) -> bytes:
+    """Return a firmware file's bytes (at most 32 MB); raise when it fails."""
+    session = async_get_clientsession(hass)
+    shown = name or str(URL(url).with_query(None))
+    try:
+        async with asyncio.timeout(DOWNLOAD_TIMEOUT), session.get(url) as response:
+            response.raise_for_status()
+            body = bytearray()
+            async for chunk in response.content.iter_chunked(64 * 1024):
+                body += chunk
+                if len(body) > MAX_FIRMWARE_BYTES:
+                    raise aiohttp.ClientPayloadError("larger than 32 MB")
+            return bytes(body)
+    except (aiohttp.ClientError, TimeoutError) as err:
+        if isinstance(err, aiohttp.ClientResponseError):
+            error = f"HTTP {err.status}"
+        else:  # without the URL: a signed one carries its signature
+            error = (str(err) or type(err).__name__).replace(url, shown)
+        raise _download_failed(shown, error) from err
+
+
+def _download_failed(asset: str, error: str) -> HomeAssistantError:
     return HomeAssistantError(
         translation_domain=DOMAIN,
         translation_key="firmware_download_failed",
-        translation_placeholders={"asset": asset.name, "error": error},
+        translation_placeholders={"asset": asset, "error": error},
     )

@@ -240,6 +240,21 @@ def app_from_merged(merged: bytes) -> AppImage:
     return read_app_image(merged[app.offset : app.offset + app.size])
 
 
+def read_firmware_file(data: bytes) -> AppImage:
+    """Read a firmware file of any of its shapes: release zip, merged binary, app.
+
+    A merged binary starts with the bootloader and has its partition table
+    at 0x8000; an application image has its descriptor right after its
+    first segment header.
+    """
+    if data[:2] == b"PK":
+        data = merged_binary(data)
+    table = data[PARTITION_TABLE_OFFSET : PARTITION_TABLE_OFFSET + 2]
+    if table == PARTITION_MAGIC:
+        return app_from_merged(data)
+    return read_app_image(data)
+
+
 def read_app_image(data: bytes) -> AppImage:
     """Read an application image (trailing 0xFF padding is cut off)."""
     if len(data) < APP_DESC_OFFSET + 0x50:
