@@ -20,14 +20,23 @@ from typing import Any
 import aiohttp
 from homeassistant import const as ha_const
 
-from . import handshake, harness, media, mqtt, scale, soak, toolcall, voice
+from . import handshake, harness, media, mqtt, scale, soak, toolcall, update, voice
 from .device import DeviceScript, build_script
 from .report import format_report, judge
 
 RESULTS = Path(__file__).parent / "results.json"
-BENCHMARKS = ("toolcall", "handshake", "scale", "mqtt", "voice", "media", "soak")
+BENCHMARKS = (
+    "toolcall",
+    "handshake",
+    "scale",
+    "mqtt",
+    "voice",
+    "update",
+    "media",
+    "soak",
+)
 # The soak and media (a 10-minute stream) take minutes: run them with --only.
-DEFAULT = ("toolcall", "handshake", "scale", "mqtt", "voice")
+DEFAULT = ("toolcall", "handshake", "scale", "mqtt", "voice", "update")
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +64,7 @@ class Sizes:
     media_streams: int = 10
     media_song_s: float = 10.0
     media_stream_s: float = 600.0
+    update_devices: int = 10
 
 
 FULL = Sizes(
@@ -93,6 +103,7 @@ SMOKE = Sizes(
     media_streams=2,
     media_song_s=1.0,
     media_stream_s=2.0,
+    update_devices=2,
 )
 
 
@@ -251,6 +262,8 @@ def main(argv: list[str] | None = None) -> int:
                 conversations=sizes.voice_conversations,
             )
         )
+    if "update" in names:
+        results["update"] = harness.run(lambda: update.run(sizes.update_devices))
     if "media" in names:
         results["media"] = harness.run(
             lambda: media.measure(

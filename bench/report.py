@@ -65,6 +65,13 @@ REPORTED: list[tuple[str, Getter, str, float, str]] = [
 # What a user can feel: gated. (name, value, comparison, limit, unit)
 TARGETS: list[tuple[str, Getter, str, float, str]] = [
     (
+        "firmware: event loop lag p99, devices updating at once",
+        lambda r: r["update"]["lag_ms"]["p99"] if "update" in r else None,
+        "<",
+        50.0,
+        " ms",
+    ),
+    (
         "media: event loop lag p99, 10 streams",
         lambda r: r["media"]["many"]["lag_ms"]["p99"] if "media" in r else None,
         "<",
@@ -551,6 +558,18 @@ def format_report(results: dict[str, Any]) -> str:
         rows += [*mqtt_rows(results["mqtt"]), ""]
     if "voice" in results:
         rows += [*voice_rows(results["voice"]), ""]
+    if "update" in results:
+        data = results["update"]
+        rows += [
+            (
+                f"Firmware: {data['devices']} devices updating at once "
+                f"({_num(data['image_mb'], 1)} MB image): flashed {data['flashed']}, "
+                f"lag p99 {_num(data['lag_ms']['p99'])} ms, downloads "
+                f"{_num(data['throughput_mb_s'], 1)} MB/s in all, install to "
+                f"confirmed p50 {_num(data['install_to_confirmed_s']['p50'], 2)} s"
+            ),
+            "",
+        ]
     if "media" in results:
         rows += [*_media(results["media"]), ""]
     if "soak" in results:
