@@ -20,9 +20,9 @@ import aiohttp
 from homeassistant.core import HomeAssistant
 from homeassistant.exceptions import HomeAssistantError
 from homeassistant.helpers.aiohttp_client import async_get_clientsession
-from yarl import URL
 
 from ..const import DOMAIN, LOGGER
+from ..download import async_download, describe_failure
 from ..protocol.ota_image import MAX_FIRMWARE_BYTES, version_key
 from ..settings import server_settings_of
 
@@ -184,23 +184,13 @@ async def async_fetch_firmware(
     hass: HomeAssistant, url: str, name: str | None = None
 ) -> bytes:
     """Return a firmware file's bytes (at most 32 MB); raise when it fails."""
-    session = async_get_clientsession(hass)
-    shown = name or str(URL(url).with_query(None))
     try:
-        async with asyncio.timeout(DOWNLOAD_TIMEOUT), session.get(url) as response:
-            response.raise_for_status()
-            body = bytearray()
-            async for chunk in response.content.iter_chunked(64 * 1024):
-                body += chunk
-                if len(body) > MAX_FIRMWARE_BYTES:
-                    raise aiohttp.ClientPayloadError("larger than 32 MB")
-            return bytes(body)
+        return await async_download(
+            hass, url, limit=MAX_FIRMWARE_BYTES, timeout=DOWNLOAD_TIMEOUT
+        )
     except (aiohttp.ClientError, TimeoutError) as err:
-        if isinstance(err, aiohttp.ClientResponseError):
-            error = f"HTTP {err.status}"
-        else:  # without the URL: a signed one carries its signature
-            error = (str(err) or type(err).__name__).replace(url, shown)
-        raise _download_failed(shown, error) from err
+        shown, error = describe_failure(url, err)
+        raise _download_failed(name or shown, error) from err
 
 
 def _download_failed(asset: str, error: str) -> HomeAssistantError:

@@ -14,9 +14,9 @@ import aiohttp
 from homeassistant.core import HomeAssistant
 from homeassistant.exceptions import HomeAssistantError
 from homeassistant.helpers.aiohttp_client import async_get_clientsession
-from yarl import URL
 
 from ..const import DOMAIN
+from ..download import async_download, describe_failure
 from ..protocol import ProtocolError
 from ..protocol.audio.codec import decode_file
 
@@ -41,21 +41,9 @@ CONTAINER_FORMATS: Final = {
 }
 
 
-def _describe(url: str, err: BaseException) -> tuple[str, str]:
-    """Return the URL to show and what went wrong.
-
-    The URL is shown without its query: signed URLs carry their signature
-    there, and aiohttp's errors repeat the whole URL.
-    """
-    shown = str(URL(url).with_query(None))
-    if isinstance(err, aiohttp.ClientResponseError):
-        return shown, f"HTTP {err.status} {err.message}".strip()
-    return shown, (str(err) or type(err).__name__).replace(url, shown)
-
-
 def media_error(url: str, err: BaseException) -> HomeAssistantError:
     """Return why the sound at ``url`` cannot be played, translated."""
-    shown, error = _describe(url, err)
+    shown, error = describe_failure(url, err)
     return HomeAssistantError(
         translation_domain=DOMAIN,
         translation_key="media_unavailable",
@@ -69,16 +57,10 @@ async def async_fetch_pcm(hass: HomeAssistant, url: str, rate: int) -> list[byte
     Raises HomeAssistantError (``media_unavailable``) when it cannot be
     fetched or decoded, or is larger than 10 MB.
     """
-    session = async_get_clientsession(hass)
     try:
-        async with asyncio.timeout(MEDIA_TIMEOUT), session.get(url) as response:
-            response.raise_for_status()
-            body = bytearray()
-            async for chunk in response.content.iter_chunked(64 * 1024):
-                body += chunk
-                if len(body) > MAX_MEDIA_BYTES:
-                    raise aiohttp.ClientPayloadError("larger than 10 MB")
-            data = bytes(body)
+        data = await async_download(
+            hass, url, limit=MAX_MEDIA_BYTES, timeout=MEDIA_TIMEOUT
+        )
         return await hass.async_add_executor_job(lambda: list(decode_file(data, rate)))
     except (aiohttp.ClientError, TimeoutError, ProtocolError) as err:
         raise media_error(url, err) from err
@@ -103,7 +85,7 @@ class LiveSource:
             async with asyncio.timeout(SOURCE_READ_TIMEOUT):
                 return await self._response.content.read(size)
         except (aiohttp.ClientError, TimeoutError) as err:
-            raise ProtocolError(_describe(self.url, err)[1]) from err
+            raise ProtocolError(describe_failure(self.url, err)[1]) from err
 
     def close(self) -> None:
         """Drop the connection."""

@@ -141,6 +141,27 @@ class SnapshotView(HomeAssistantView):
         return web.Response(text="ok")
 
 
+def take_one_time[T](
+    request: web.Request,
+    tokens: OneTimeTokens[T],
+    token: str,
+    logins: FailedLogins,
+    what: str,
+) -> T | web.Response:
+    """Return what a one-time URL unlocks, or the response refusing it.
+
+    A blocked address is refused first; an unknown or used URL counts as a
+    failed login of its address.
+    """
+    if logins.blocked(request.remote):
+        return error_response(HTTPStatus.FORBIDDEN, "Too many wrong credentials")
+    value = tokens.take(token)
+    if value is None:
+        logins.failed(request.remote, f"{what} URL")
+        return error_response(HTTPStatus.NOT_FOUND, f"Unknown or used {what} URL")
+    return value
+
+
 class ClipView(HomeAssistantView):
     """Sounds for the device to fetch (``notify``), at one-time URLs."""
 
@@ -160,12 +181,11 @@ class ClipView(HomeAssistantView):
 
     async def get(self, request: web.Request, token: str) -> web.StreamResponse:
         """Stream the sound to the device, once."""
-        if self._logins.blocked(request.remote):
-            return error_response(HTTPStatus.FORBIDDEN, "Too many wrong credentials")
-        sound = self._sounds.take(token.removesuffix(".ogg"))
-        if sound is None:
-            self._logins.failed(request.remote, "sound URL")
-            return error_response(HTTPStatus.NOT_FOUND, "Unknown or used sound URL")
+        sound = take_one_time(
+            request, self._sounds, token.removesuffix(".ogg"), self._logins, "sound"
+        )
+        if isinstance(sound, web.Response):
+            return sound
         return await sound.respond(request)
 
 
@@ -197,12 +217,11 @@ class FirmwareView(HomeAssistantView):
 
     async def get(self, request: web.Request, token: str) -> web.StreamResponse:
         """Send the image, once, with its length."""
-        if self._logins.blocked(request.remote):
-            return error_response(HTTPStatus.FORBIDDEN, "Too many wrong credentials")
-        served = self._images.take(token.removesuffix(".bin"))
-        if served is None:
-            self._logins.failed(request.remote, "firmware URL")
-            return error_response(HTTPStatus.NOT_FOUND, "Unknown or used firmware URL")
+        served = take_one_time(
+            request, self._images, token.removesuffix(".bin"), self._logins, "firmware"
+        )
+        if isinstance(served, web.Response):
+            return served
         image, progress = served
         response = web.StreamResponse(
             headers={"Content-Type": "application/octet-stream"}
