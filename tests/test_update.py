@@ -459,3 +459,24 @@ async def test_a_firmware_file_of_your_own_gets_the_same_checks(
     await install_file("mine.bin")
     assert device.config.firmware == "2.7.0"
     await wait_for_runtime(init_integration.runtime_data, lambda m: m.connected)
+
+
+async def test_a_device_back_on_its_old_version_fails_at_once(
+    hass: HomeAssistant,
+    init_integration: MockConfigEntry,
+    simulators: Callable[..., SimulatedDevice],
+    release_server: ReleaseServer,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The new image did not boot and the firmware rolled back: said at once."""
+    monkeypatch.setattr(simulated_device, "read_image", lambda _data, _chip: "2.5.0")
+    release_server.add("2.6.0", {f"v2.6.0_{BOARD}.zip": board_zip("2.6.0")})
+    await online(init_integration, simulators)
+    await checked(hass)
+    started = hass.loop.time()
+    with pytest.raises(HomeAssistantError) as err:
+        await install_version(hass)
+    assert err.value.translation_key == "firmware_not_confirmed"
+    assert err.value.translation_placeholders["installed"] == "2.5.0"
+    assert hass.loop.time() - started < 10  # not the five-minute wait
+    await wait_for_runtime(init_integration.runtime_data, lambda m: m.connected)

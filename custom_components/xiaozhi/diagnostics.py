@@ -50,6 +50,11 @@ def _device_diagnostics(entry: ConfigEntry[XiaozhiRuntime]) -> dict[str, Any]:
                 "activity": data.activity,
                 "status": data.status.raw,
                 "tools": [tool.as_dict() for tool in data.tools.values()],
+                # What a firmware update is checked against.
+                "hardware": data.hardware.as_dict() if data.hardware else None,
+                "pending_firmware": runtime.pending_firmware.version
+                if runtime.pending_firmware
+                else None,
             },
             "connection": {
                 "connected": runtime.connected,

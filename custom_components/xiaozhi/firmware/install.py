@@ -162,32 +162,48 @@ async def async_install(
 
     ``progress`` gets the share (0..100) fetched. Raises
     HomeAssistantError when the device cannot be reached, or does not come
-    back with ``version`` in time.
+    back with ``version``: in time, or at all (it rebooted, after fetching
+    all of it, into what it ran before: the image did not boot and the
+    firmware rolled back).
     """
     if uploads is None:
         raise _error("firmware_not_connected", name)
-    back = asyncio.Event()
+    outcome: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+    total = len(image)
+    fetched = False
+    went_away = False
+
+    def sent(count: int) -> None:
+        nonlocal fetched
+        fetched = count >= total
+        progress(100 * count / total)
 
     def changed() -> None:
+        nonlocal went_away
+        if outcome.done():
+            return
         if data.firmware == version:
-            back.set()
+            outcome.set_result(True)
+        elif fetched and data.link is None:
+            went_away = True
+        elif went_away and data.link is not None:
+            outcome.set_result(False)  # back, on the old version
 
-    total = len(image)
-    url, revoke = uploads.mint_firmware_url(
-        image, lambda sent: progress(100 * sent / total)
-    )
+    url, revoke = uploads.mint_firmware_url(image, sent)
     stop_following = data.async_subscribe_state(changed)
     try:
         await call_tool(UPGRADE_TOOL, {"url": url})
         async with asyncio.timeout(CONFIRM_TIMEOUT):
-            await back.wait()
-    except TimeoutError as err:
+            confirmed = await outcome
+    except TimeoutError:
+        confirmed = False
+    finally:
+        stop_following()
+        revoke()
+    if not confirmed:
         raise _error(
             "firmware_not_confirmed",
             name,
             version=version,
             installed=data.firmware or "?",
-        ) from err
-    finally:
-        stop_following()
-        revoke()
+        )
