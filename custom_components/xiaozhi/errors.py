@@ -74,6 +74,15 @@ def device_command[SelfT: Named, **P, R](
     return handler  # type: ignore[return-value]
 
 
+def translated_error(key: str, name: str, **placeholders: str) -> HomeAssistantError:
+    """Return a translated error about the device ``name``."""
+    return HomeAssistantError(
+        translation_domain=DOMAIN,
+        translation_key=key,
+        translation_placeholders={"name": name, **placeholders},
+    )
+
+
 def not_connected(name: str) -> DeviceUnavailableError:
     """Return the error of a command for a device that is not connected."""
     return DeviceUnavailableError(

@@ -47,7 +47,7 @@ from .limits import (
     async_clear_cut,
     async_report_cut,
 )
-from .media.notify import NotifyStream, SoundUrls
+from .media.notify import NotifyStream
 from .media.player import MediaPlayback
 from .protocol import (
     CloseReason,
@@ -187,11 +187,6 @@ class XiaozhiRuntime:
             dr.async_get(self.hass).async_update_device(
                 data.device_id, model=data.board, sw_version=data.firmware
             )
-
-    @property
-    def sound_urls(self) -> SoundUrls | None:
-        """Return the sound URLs of the live session."""
-        return self.uploads
 
     @property
     def listen_mode(self) -> str | None:

@@ -96,15 +96,7 @@ async def _async_install_firmware(call: ServiceCall) -> None:
     image = await async_prepare_own(
         hass, url, runtime.entry_data.hardware, runtime.name
     )
-    await async_install(
-        runtime.name,
-        data=runtime.entry_data,
-        uploads=runtime.uploads if runtime.connected else None,
-        call_tool=runtime.commands.async_call_tool,
-        image=image.data,
-        version=image.version,
-        progress=lambda _percent: None,
-    )
+    await async_install(runtime, image, lambda _percent: None)
 
 
 async def _async_refresh(call: ServiceCall) -> None:

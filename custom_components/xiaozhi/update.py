@@ -24,9 +24,10 @@ from homeassistant.helpers.event import async_call_later
 from .const import DOMAIN
 from .domain_data import DATA_KEY
 from .entity import XiaozhiEntity
+from .errors import translated_error
 from .firmware.install import PendingInstall, async_install, async_prepare
 from .firmware.releases import Release
-from .protocol.ota_image import version_key
+from .protocol.ota_image import AppImage, version_key
 from .runtime import XiaozhiConfigEntry, XiaozhiRuntime
 
 PARALLEL_UPDATES = 1
@@ -152,40 +153,31 @@ class XiaozhiFirmwareUpdate(XiaozhiEntity, UpdateEntity):
             self.hass, source, release, self.entry_data.hardware, runtime.name
         )
         if not runtime.connected:
-            self._async_wait_for_device(release.version, image)
+            self._async_wait_for_device(image)
             return
         self._attr_in_progress = True
         self._attr_update_percentage = 0
         self.async_write_ha_state()
         try:
-            await async_install(
-                runtime.name,
-                data=self.entry_data,
-                uploads=runtime.uploads if runtime.connected else None,
-                call_tool=runtime.commands.async_call_tool,
-                image=image,
-                version=release.version,
-                progress=self._progress,
-            )
+            await async_install(runtime, image, self._progress)
         finally:
             self._attr_in_progress = False
             self._attr_update_percentage = None
             self.async_write_ha_state()
 
-    def _async_wait_for_device(self, version: str, image: bytes) -> None:
+    def _async_wait_for_device(self, image: AppImage) -> None:
         """Offer the image at the device's next OTA check (at its boot).
 
         The firmware installs only a newer version there: going back needs
         the device connected.
         """
+        version = image.version
         installed = version_key(self.installed_version or "")
         if installed is None or (version_key(version) or ()) <= installed:
-            raise HomeAssistantError(
-                translation_domain=DOMAIN,
-                translation_key="firmware_not_connected",
-                translation_placeholders={"name": self.runtime.name},
-            )
-        self.runtime.pending_firmware = PendingInstall(version, image, self._progress)
+            raise translated_error("firmware_not_connected", self.runtime.name)
+        self.runtime.pending_firmware = PendingInstall(
+            version, image.data, self._progress
+        )
         self._pending_version = version
         self._attr_update_percentage = None
         self.async_write_ha_state()

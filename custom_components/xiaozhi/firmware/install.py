@@ -9,15 +9,15 @@ back reporting the new version (its OTA check at boot says it first).
 """
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Final, Protocol
+from typing import Any, Final, Protocol
 
 from homeassistant.core import CALLBACK_TYPE, HomeAssistant
-from homeassistant.exceptions import HomeAssistantError
 
-from ..const import DOMAIN, LOGGER
+from ..const import LOGGER
 from ..entry_data import XiaozhiEntryData
+from ..errors import translated_error
 from ..protocol.firmware import UPGRADE_TOOL
 from ..protocol.ota_image import (
     AppImage,
@@ -48,7 +48,6 @@ class FirmwareUrls(Protocol):
         """Return a one-time URL of a firmware image, reporting bytes sent."""
 
 
-type CallTool = Callable[[str, dict[str, str]], Awaitable[object]]
 # How long a firmware URL handed out in an OTA answer stays valid.
 OFFER_LIFETIME: Final = 600.0
 
@@ -77,12 +76,19 @@ class PendingInstall:
         return {"version": self.version, "url": url}, revoke
 
 
-def _error(key: str, name: str, **placeholders: str) -> HomeAssistantError:
-    return HomeAssistantError(
-        translation_domain=DOMAIN,
-        translation_key=key,
-        translation_placeholders={"name": name, **placeholders},
-    )
+def _checked(image: AppImage, version: str, hardware: DeviceHardware) -> AppImage:
+    """Return ``image`` if it is ``version`` of xiaozhi, right for the device."""
+    check_image(image, version=version, chip=hardware.chip, slots=list(hardware.slots))
+    return image
+
+
+def checked_image(archive: bytes, version: str, hardware: DeviceHardware) -> AppImage:
+    """Return a release zip's application image if it is right for the device.
+
+    Raises FirmwareRefusedError. CPU-bound (unzipping): run it in the
+    executor.
+    """
+    return _checked(app_from_merged(merged_binary(archive)), version, hardware)
 
 
 def checked_own_image(data: bytes, hardware: DeviceHardware) -> AppImage:
@@ -92,35 +98,22 @@ def checked_own_image(data: bytes, hardware: DeviceHardware) -> AppImage:
     release's. CPU-bound: run it in the executor.
     """
     image = read_firmware_file(data)
-    check_image(
-        image, version=image.version, chip=hardware.chip, slots=list(hardware.slots)
-    )
-    return image
+    return _checked(image, image.version, hardware)
 
 
-async def async_prepare_own(
-    hass: HomeAssistant, url: str, hardware: DeviceHardware | None, name: str
+async def _async_check[*Ts](
+    hass: HomeAssistant,
+    name: str,
+    what: str,
+    check: Callable[[*Ts], AppImage],
+    *args: *Ts,
 ) -> AppImage:
-    """Fetch and check a firmware file of the user's own."""
-    if hardware is None:
-        raise _error("firmware_unknown_device", name)
-    data = await async_fetch_firmware(hass, url)
+    """Run a check in the executor; a refusal becomes its translated error."""
     try:
-        return await hass.async_add_executor_job(checked_own_image, data, hardware)
+        return await hass.async_add_executor_job(check, *args)
     except FirmwareRefusedError as err:
-        LOGGER.warning("Firmware %s refused for %s: %s", url, name, err)
-        raise _error(str(err.reason), name, detail=err.detail) from err
-
-
-def checked_image(archive: bytes, version: str, hardware: DeviceHardware) -> bytes:
-    """Return the release's application image if it is right for the device.
-
-    Raises FirmwareRefusedError. CPU-bound (unzipping): run it in the
-    executor.
-    """
-    image = app_from_merged(merged_binary(archive))
-    check_image(image, version=version, chip=hardware.chip, slots=list(hardware.slots))
-    return image.data
+        LOGGER.warning("Firmware %s refused for %s: %s", what, name, err)
+        raise translated_error(str(err.reason), name, detail=err.detail) from err
 
 
 async def async_prepare(
@@ -129,34 +122,66 @@ async def async_prepare(
     release: Release,
     hardware: DeviceHardware | None,
     name: str,
-) -> bytes:
+) -> AppImage:
     """Download and check the release for the device; return its image."""
     if hardware is None or hardware.board is None:
-        raise _error("firmware_unknown_device", name)
+        raise translated_error("firmware_unknown_device", name)
     asset = release.asset_for(hardware.board, hardware.manufacturer)
     if asset is None:
-        raise _error(
+        raise translated_error(
             "firmware_no_asset", name, version=release.version, board=hardware.board
         )
     archive = await source.async_download(asset)
-    try:
-        return await hass.async_add_executor_job(
-            checked_image, archive, release.version, hardware
-        )
-    except FirmwareRefusedError as err:
-        LOGGER.warning("Firmware %s refused for %s: %s", asset.name, name, err)
-        raise _error(str(err.reason), name, detail=err.detail) from err
+    return await _async_check(
+        hass, name, asset.name, checked_image, archive, release.version, hardware
+    )
+
+
+async def async_prepare_own(
+    hass: HomeAssistant, url: str, hardware: DeviceHardware | None, name: str
+) -> AppImage:
+    """Fetch and check a firmware file of the user's own."""
+    if hardware is None:
+        raise translated_error("firmware_unknown_device", name)
+    data = await async_fetch_firmware(hass, url)
+    return await _async_check(hass, name, url, checked_own_image, data, hardware)
+
+
+class InstallTarget(Protocol):
+    """The device's runtime, as far as installing on it needs."""
+
+    @property
+    def name(self) -> str:
+        """Return the device's name."""
+
+    @property
+    def entry_data(self) -> XiaozhiEntryData:
+        """Return what is known about the device."""
+
+    @property
+    def connected(self) -> bool:
+        """Return True when a session finished its handshake."""
+
+    @property
+    def uploads(self) -> FirmwareUrls | None:
+        """Return the URLs of the live session."""
+
+    @property
+    def commands(self) -> ToolCaller:
+        """Return the device's commands."""
+
+
+class ToolCaller(Protocol):
+    """Calls a device's tools."""
+
+    async def async_call_tool(
+        self, name: str, arguments: Mapping[str, Any] | None = None
+    ) -> object:
+        """Call a tool of the device."""
 
 
 async def async_install(
-    name: str,
-    *,
-    data: XiaozhiEntryData,
-    uploads: FirmwareUrls | None,
-    call_tool: CallTool,
-    image: bytes,
-    version: str,
-    progress: Callable[[float], None],
+    target: InstallTarget, image: AppImage, progress: Callable[[float], None]
 ) -> None:
     """Have the device fetch and flash ``image``; return once it runs it.
 
@@ -166,10 +191,13 @@ async def async_install(
     all of it, into what it ran before: the image did not boot and the
     firmware rolled back).
     """
+    name, data, version = target.name, target.entry_data, image.version
+    uploads = target.uploads if target.connected else None
     if uploads is None:
-        raise _error("firmware_not_connected", name)
+        raise translated_error("firmware_not_connected", name)
+    image_bytes = image.data
     outcome: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-    total = len(image)
+    total = len(image_bytes)
     fetched = False
     went_away = False
 
@@ -189,10 +217,10 @@ async def async_install(
         elif went_away and data.link is not None:
             outcome.set_result(False)  # back, on the old version
 
-    url, revoke = uploads.mint_firmware_url(image, sent)
+    url, revoke = uploads.mint_firmware_url(image_bytes, sent)
     stop_following = data.async_subscribe_state(changed)
     try:
-        await call_tool(UPGRADE_TOOL, {"url": url})
+        await target.commands.async_call_tool(UPGRADE_TOOL, {"url": url})
         async with asyncio.timeout(CONFIRM_TIMEOUT):
             confirmed = await outcome
     except TimeoutError:
@@ -201,7 +229,7 @@ async def async_install(
         stop_following()
         revoke()
     if not confirmed:
-        raise _error(
+        raise translated_error(
             "firmware_not_confirmed",
             name,
             version=version,

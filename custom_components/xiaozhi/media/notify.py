@@ -21,7 +21,8 @@ from aiohttp import web
 from homeassistant.core import CALLBACK_TYPE
 from homeassistant.exceptions import HomeAssistantError
 
-from ..const import DOMAIN, LOGGER
+from ..const import LOGGER
+from ..errors import translated_error
 from ..protocol import ProtocolError
 from ..protocol.audio.ogg import Chunk
 from ..protocol.audio.pacing import DownlinkPacer
@@ -113,12 +114,7 @@ class NotifyStream:
         close: Callable[[], Awaitable[None]] | None = None
         try:
             chunks, close = await self._open()
-            try:
-                async with asyncio.timeout(FIRST_AUDIO_TIMEOUT):
-                    first = await anext(chunks)
-            except (StopAsyncIteration, TimeoutError, ProtocolError) as err:
-                self._settle(self.started, _no_audio(self.name, err))
-                return web.Response(status=HTTPStatus.BAD_GATEWAY)
+            first = await async_first_chunk(chunks, self.name)
             response = web.StreamResponse(
                 headers={"Content-Type": "audio/ogg", "Cache-Control": "no-store"}
             )
@@ -191,13 +187,18 @@ class NotifyStream:
             future.set_exception(error)
 
 
-def _no_audio(name: str, err: BaseException) -> HomeAssistantError:
-    reason = str(err) if isinstance(err, ProtocolError) else "no audio in time"
-    return HomeAssistantError(
-        translation_domain=DOMAIN,
-        translation_key="play_failed",
-        translation_placeholders={"name": name, "error": reason},
-    )
+async def async_first_chunk(chunks: AsyncIterator[Chunk], name: str) -> Chunk:
+    """Return a source's first audio; raise ``play_failed`` when none comes.
+
+    None comes when the source is not audio, is empty, or is too slow for
+    the device (which gives up on a read after 5 s).
+    """
+    try:
+        async with asyncio.timeout(FIRST_AUDIO_TIMEOUT):
+            return await anext(chunks)
+    except (StopAsyncIteration, TimeoutError, ProtocolError) as err:
+        reason = str(err) if isinstance(err, ProtocolError) else "no audio in time"
+        raise translated_error("play_failed", name, error=reason) from err
 
 
 async def async_notify(

@@ -25,8 +25,8 @@ from homeassistant.core import CALLBACK_TYPE, HomeAssistant, callback
 from homeassistant.exceptions import HomeAssistantError
 from homeassistant.util import dt as dt_util
 
-from ..const import DOMAIN, LOGGER
-from ..errors import DeviceUnavailableError
+from ..const import LOGGER
+from ..errors import DeviceUnavailableError, translated_error
 from ..protocol import ProtocolError
 from ..protocol.audio import SPEAKER_SAMPLE_RATE
 from ..protocol.audio.live import LiveTranscoder
@@ -35,10 +35,10 @@ from ..protocol.audio.pacing import TTS_START_SETTLE, DownlinkPacer
 from ..voice.channel import VoiceChannel
 from .fetch import async_open_source
 from .notify import (
-    FIRST_AUDIO_TIMEOUT,
     NotifyStream,
     NotifyTarget,
     SoundUrls,
+    async_first_chunk,
     async_notify,
 )
 
@@ -61,8 +61,8 @@ class PlayerTarget(NotifyTarget, Protocol):
         """Return the voice of the live session (DeviceUnavailableError without)."""
 
     @property
-    def sound_urls(self) -> SoundUrls | None:
-        """Return the sound URLs of the live session."""
+    def uploads(self) -> SoundUrls | None:
+        """Return the URLs of the live session (sounds among them)."""
 
     @property
     def listen_mode(self) -> str | None:
@@ -95,13 +95,15 @@ class _Job:
     tell_device: bool = True
     end_conversation: bool = True
 
+    @property
+    def waiting(self) -> bool:
+        """Return True while media waits for a reply to end (open channel)."""
+        return self.task is not None and not self.go.is_set()
 
-def _error(key: str, name: str, **placeholders: str) -> HomeAssistantError:
-    return HomeAssistantError(
-        translation_domain=DOMAIN,
-        translation_key=key,
-        translation_placeholders={"name": name, **placeholders},
-    )
+    @property
+    def on_channel(self) -> bool:
+        """Return True while media plays on a conversation's open audio."""
+        return self.task is not None and self.go.is_set()
 
 
 class MediaPlayback:
@@ -131,11 +133,11 @@ class MediaPlayback:
         return lambda: self._listeners.remove(listener)
 
     @callback
-    def _set(self, job: _Job | None, state: PlaybackState | None = None) -> None:
-        if job is not None and state is not None:
-            job.state = state
-        if job is self._job or (job is None and self._job is not None):
-            if job is None or state is PlaybackState.IDLE:
+    def _set(self, job: _Job, state: PlaybackState) -> None:
+        """Put ``job`` in ``state``; listeners hear it while it is the current one."""
+        job.state = state
+        if job is self._job:
+            if state is PlaybackState.IDLE:
                 self._job = None
             for listener in list(self._listeners):
                 listener()
@@ -153,17 +155,17 @@ class MediaPlayback:
         try:
             channel = self._target.voice
         except DeviceUnavailableError as err:
-            raise _error("play_not_connected", name) from err
+            raise translated_error("play_not_connected", name) from err
         if channel.open:
             await self._async_play_open(
                 channel, url, NowPlaying(media_id, title, "conversation")
             )
             return
-        urls = self._target.sound_urls
+        urls = self._target.uploads
         if not channel.idle_reachable or urls is None:
-            raise _error("play_not_connected", name)
+            raise translated_error("play_not_connected", name)
         if self._target.plays_notify is False:
-            raise _error(
+            raise translated_error(
                 "play_needs_conversation", name, firmware=self._target.firmware or "?"
             )
         await self._async_play_notify(
@@ -181,12 +183,10 @@ class MediaPlayback:
             channel.name,
         )
         try:
-            async with asyncio.timeout(FIRST_AUDIO_TIMEOUT):
-                first = await anext(chunks)
-        except (StopAsyncIteration, TimeoutError, ProtocolError) as err:
+            first = await async_first_chunk(chunks, channel.name)
+        except HomeAssistantError:
             await close()
-            reason = str(err) if isinstance(err, ProtocolError) else "no audio in time"
-            raise _error("play_failed", channel.name, error=reason) from err
+            raise
         job = self._job = _Job(now)
         job.task = self.hass.async_create_background_task(
             self._play_open(job, channel, first, chunks, close),
@@ -263,12 +263,12 @@ class MediaPlayback:
         if not played:
             self._set(job, PlaybackState.IDLE)
             if self._target.plays_notify is False:
-                raise _error(
+                raise translated_error(
                     "play_needs_conversation",
                     channel.name,
                     firmware=self._target.firmware or "?",
                 )
-            raise _error("play_busy", channel.name)
+            raise translated_error("play_busy", channel.name)
         if stream.finished.done():
             self._set(job, PlaybackState.IDLE)
             return
@@ -298,35 +298,32 @@ class MediaPlayback:
 
         Media waiting for a reply to end waits on, unless the device is gone.
         """
-        if (job := self._job) is not None and (gone or job.go.is_set() or job.stream):
+        if (job := self._job) is not None and (gone or not job.waiting):
             job.tell_device = False
             self._cancel(job)
 
     @callback
     def conversation_over(self) -> None:
         """Drop media that waited for a reply: its conversation ended without it."""
-        job = self._job
-        if job is not None and job.task is not None and not job.go.is_set():
+        if (job := self._job) is not None and job.waiting:
             job.tell_device = False
             self._cancel(job)
 
     @callback
     def async_silence(self) -> None:
         """Stop what plays as if stopped from Home Assistant (the button)."""
-        if (job := self._job) is not None and job.go.is_set():
+        if (job := self._job) is not None and job.on_channel:
             self._cancel(job)
 
     @property
     def holds_channel(self) -> bool:
         """Return True while media plays on a conversation's open audio."""
-        job = self._job
-        return job is not None and job.task is not None and job.go.is_set()
+        return self._job is not None and self._job.on_channel
 
     @callback
     def take_over_channel(self) -> bool:
         """Take the open channel once a turn is over; True when media waits for it."""
-        job = self._job
-        if job is None or job.task is None or job.go.is_set():
+        if (job := self._job) is None or not job.waiting:
             return False
         job.go.set()
         return True

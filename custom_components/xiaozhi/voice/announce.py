@@ -41,8 +41,8 @@ class AnnounceTarget(NotifyTarget, Protocol):
         """Return the voice of the live session (DeviceUnavailableError without)."""
 
     @property
-    def sound_urls(self) -> SoundUrls | None:
-        """Return the sound URLs of the live session."""
+    def uploads(self) -> SoundUrls | None:
+        """Return the URLs of the live session (sounds among them)."""
 
 
 def _failed(name: str, err: BaseException) -> HomeAssistantError:
@@ -161,7 +161,7 @@ class Announcer:
     ) -> None:
         name, firmware = channel.name, self._target.firmware
         text = announcement.message
-        urls = self._target.sound_urls
+        urls = self._target.uploads
         try:
             # Whether the firmware plays notify sounds is learnt by trying
             # (``async_notify``): its version does not tell.

@@ -84,7 +84,6 @@ class LiveTranscoder:
         self._closed = threading.Event()
         self._done = self._loop.create_future()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
-        self.decoded = 0.0  # seconds of audio made so far
 
     def start(self) -> None:
         """Start decoding."""
@@ -185,6 +184,5 @@ class LiveTranscoder:
     def _take(self, pcm: bytes) -> None:
         if not pcm:
             return
-        self.decoded += len(pcm) / 2 / self._rate
         for chunk in self._encoder.feed(pcm):
             self._emit(chunk)
