@@ -11,7 +11,9 @@ which
 4. makes the "XiaoZhi demo" voice pipeline (the engines in
    ``voice_engines``, Home Assistant's own agent) the preferred one,
 5. starts simulated XiaoZhi devices that know only the OTA address, enters
-   the code each unpaired one shows, and waits until all are connected,
+   the code each unpaired one shows, waits until all are connected and puts
+   them in one area ("Living room": they stand in one room, at distances
+   from the person speaking, and a wake word they all hear gets one answer),
 6. keeps running until Ctrl-C (or stops right away with ``--once``), taking
    commands on its console that make a device act (``help`` lists them).
 

@@ -56,6 +56,31 @@ def connected_entity(
     return None
 
 
+def area_key(name: str) -> str:
+    """Return an area name as Home Assistant compares them (case, spaces)."""
+    return name.casefold().replace(" ", "")
+
+
+def find_area(areas: Iterable[Mapping[str, Any]], name: str) -> str | None:
+    """Return the id of the area called ``name`` (``Living Room`` too), if any."""
+    key = area_key(name)
+    for area in areas:
+        if area_key(str(area.get("name", ""))) == key:
+            return str(area["area_id"])
+    return None
+
+
+def device_entry(
+    devices: Iterable[Mapping[str, Any]], mac: str
+) -> Mapping[str, Any] | None:
+    """Return the device registry entry of the device with this MAC."""
+    identifier = [DOMAIN, mac.lower()]
+    for device in devices:
+        if identifier in (list(pair) for pair in device.get("identifiers", [])):
+            return device
+    return None
+
+
 def entry_titles(entries: Iterable[Mapping[str, Any]]) -> dict[str, str]:
     """Return entry id -> title of config entries."""
     return {

@@ -39,12 +39,16 @@ from . import (
 from .client import (
     HomeAssistantClient,
     connected_entity,
+    device_entry,
     entry_titles,
+    find_area,
     find_pairing_flow,
     onboarding_done_steps,
 )
 from .devices import (
+    MAX_EXTRA_DEVICES,
     DeviceReport,
+    Room,
     country_from_locale,
     device_configs,
     execute,
@@ -76,13 +80,24 @@ def _positive(value: str) -> float:
     return number
 
 
+def _extra_devices(value: str) -> int:
+    try:
+        count = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {value!r}") from None
+    if not 0 <= count <= MAX_EXTRA_DEVICES:
+        raise argparse.ArgumentTypeError(f"from 0 to {MAX_EXTRA_DEVICES}: {count}")
+    return count
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Return the argument parser of the demo."""
     parser = argparse.ArgumentParser(
         prog="scripts/demo",
         description=(
             "Run Home Assistant with the XiaoZhi integration on 127.0.0.1 and pair "
-            "two simulated XiaoZhi devices with it. Log in as demo / demo."
+            "two simulated XiaoZhi devices with it, both in its Living room area. "
+            "Log in as demo / demo."
         ),
     )
     parser.add_argument(
@@ -94,7 +109,17 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--once",
         action="store_true",
-        help="stop as soon as both devices are connected (a non-interactive check)",
+        help="stop as soon as every device is connected (a non-interactive check)",
+    )
+    parser.add_argument(
+        "--extra-devices",
+        type=_extra_devices,
+        default=0,
+        metavar="N",
+        help=(
+            f"add N more devices to the room (0 to {MAX_EXTRA_DEVICES}, default 0): "
+            '"wake all" makes every device hear one wake word'
+        ),
     )
     parser.add_argument(
         "--reset",
@@ -133,12 +158,13 @@ class Demo:
         self.client = HomeAssistantClient(self.session, self.port)
         self.devices: list[SimulatedDevice] = []
         self.reports: list[DeviceReport] = []
+        self.room = Room()
         self.voice = DemoVoice(self.client, paths.replies)
 
     # ---------------------------------------------------------------- start
 
     async def start(self) -> None:
-        """Do everything up to "both devices are connected"."""
+        """Do everything up to "every device is connected", in the room's area."""
         if port_in_use(self.port):
             raise DemoError(
                 f"Port {self.port} on {HOST} is in use (is another Home Assistant "
@@ -310,7 +336,7 @@ class Demo:
         return token or None
 
     async def _start_devices(self) -> None:
-        configs = device_configs(self.port)
+        configs = device_configs(self.port, self.args.extra_devices)
         for config in configs:
             device = SimulatedDevice(config)
             self.devices.append(device)
@@ -329,6 +355,7 @@ class Demo:
                 )
             )
             await self._wait_connected()
+            await self._put_in_area()
 
     async def _pair(self, device: SimulatedDevice, report: DeviceReport) -> None:
         """Enter the code the device shows in its pairing flow."""
@@ -408,6 +435,51 @@ class Demo:
             if waiting:
                 await asyncio.sleep(1)
 
+    async def _put_in_area(self) -> None:
+        """Put the devices in the room's Home Assistant area.
+
+        Devices in one area answer a wake word they all hear once. The area is
+        the room's (Home Assistant's own "Living Room" from onboarding, or a
+        new one); a device already in an area stays there, as a person put it.
+        """
+        try:
+            moved, area = await self._assign_area()
+        except DemoError as err:
+            say(f"Could not put the devices in an area: {err}")
+            return
+        if moved:
+            names = ", ".join(moved[:-1]) + " and " if len(moved) > 1 else ""
+            say(f"Put {names}{moved[-1]} in the area {area}")
+
+    async def _assign_area(self) -> tuple[list[str], str]:
+        """Put devices in no area in the room's; return their names and its."""
+        client = self.client
+        registry = await client.ws("config/device_registry/list")
+        areas = await client.ws("config/area_registry/list")
+        names = {str(area["area_id"]): str(area.get("name", "")) for area in areas}
+        moved = []
+        area_id = find_area(areas, self.room.name)
+        for report in self.reports:
+            entry = device_entry(registry, report.mac)
+            if entry is None:
+                continue
+            if entry.get("area_id"):
+                report.area = names.get(str(entry["area_id"]), "")
+                continue
+            if area_id is None:
+                area = await client.ws(
+                    "config/area_registry/create", name=self.room.name
+                )
+                area_id = str(area["area_id"])
+                names[area_id] = str(area.get("name", self.room.name))
+                say(f"Created the area {names[area_id]}")
+            await client.ws(
+                "config/device_registry/update", device_id=entry["id"], area_id=area_id
+            )
+            report.area = names[area_id]
+            moved.append(report.title or report.board)
+        return moved, names.get(str(area_id), self.room.name)
+
     # ---------------------------------------------------------------- stop
 
     async def shutdown(self) -> None:
@@ -445,16 +517,18 @@ def setup_device_logging(path: Path) -> None:
 
 
 def start_console(
-    devices: Sequence[SimulatedDevice], voice: DemoVoice
+    devices: Sequence[SimulatedDevice], voice: DemoVoice, room: Room
 ) -> asyncio.Task[None] | None:
     """Take commands from the terminal that make the devices act, if it is one."""
     if not sys.stdin.isatty():
         return None
     print('Type "help" for commands that make a device act.', flush=True)
-    return asyncio.create_task(_console(devices, voice), name="console")
+    return asyncio.create_task(_console(devices, voice, room), name="console")
 
 
-async def _console(devices: Sequence[SimulatedDevice], voice: DemoVoice) -> None:
+async def _console(
+    devices: Sequence[SimulatedDevice], voice: DemoVoice, room: Room
+) -> None:
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader()
     await loop.connect_read_pipe(
@@ -463,7 +537,7 @@ async def _console(devices: Sequence[SimulatedDevice], voice: DemoVoice) -> None
     while line := await reader.readline():
         try:
             command = parse_command(line.decode(errors="replace"), len(devices))
-            reply = await execute(command, devices, voice)
+            reply = await execute(command, devices, voice, room)
         except ValueError as err:
             reply = str(err)
         except DeviceError as err:
@@ -512,7 +586,7 @@ async def run(args: argparse.Namespace, paths: DemoPaths) -> int:
             ):
                 print(line, flush=True)
             if not args.once:
-                console = start_console(demo.devices, demo.voice)
+                console = start_console(demo.devices, demo.voice, demo.room)
                 try:
                     await asyncio.wait(
                         {stopped, ha_exited}, return_when=asyncio.FIRST_COMPLETED

@@ -97,6 +97,10 @@ class DeviceConfig:
     tts_start_latency: float = 0.02
     """How long ``tts start`` takes to reach the main loop: audio sent sooner
     is dropped."""
+    wake_preroll: bool = True
+    """Whether a wake word sends the audio from before it, then ``listen
+    detect`` (boards with the audio front end, such as the ESP32-S3). Off:
+    a wake word starts listening as a button press does (ESP32-C3, C5, C6)."""
     notify_cue: float = 0.48
     """How long the popup cue plays before a ``notify`` fetches its sound."""
     decode_queue: int = 40

@@ -62,6 +62,7 @@ from .voice import (
     MicEncoder,
     Speaker,
     silence,
+    wake_preroll,
 )
 
 _LOGGER = logging.getLogger("simulator")
@@ -1228,23 +1229,40 @@ class SimulatedDevice:
         *,
         preroll: float = WAKE_WORD_PREROLL,
         mode: ListenMode = "auto",
+        loudness: float = -20.0,
+        phrase_audio: bytes | None = None,
+        detect: bool | None = None,
     ) -> None:
         """Hear the wake word: dial if needed, pre-roll, detect, listen.
 
         As the firmware does with ``CONFIG_SEND_WAKE_WORD_DATA``: first about
         two seconds of audio from before the wake word, as fast as possible,
         then ``listen detect`` with the phrase, then ``listen start`` and the
-        microphone in real time.
+        microphone in real time. The pre-roll is the room's noise with the
+        wake phrase (``phrase_audio``, a tone without it) at ``loudness``
+        dBFS at its end (:func:`~simulator.voice.wake_preroll`); with
+        ``preroll=0`` the ``detect`` comes alone, as from a board that could
+        not allocate its audio cache.
+
+        ``detect=False`` is a board without the audio front end (ESP32-C3,
+        C5, C6): its wake word starts listening as a button press does, with
+        no pre-roll and no ``detect``. Unset, it follows the configuration's
+        ``wake_preroll``.
         """
+        if detect is None:
+            detect = self.config.wake_preroll
         self._stop_notify()
         if not self.connected:
             await self.connect()
         self._stop_mic()
         await self.open_audio_channel()
-        for packet in self._mic().frames(silence(preroll)):
-            await self.send_audio_packet(packet)
-            self.mic_frames_sent += 1
-        await self.send_listen("detect", text=phrase)
+        if detect:
+            if preroll > 0:
+                audio = wake_preroll(preroll, loudness, phrase_audio)
+                for packet in self._mic().frames(audio):
+                    await self.send_audio_packet(packet)
+                    self.mic_frames_sent += 1
+            await self.send_listen("detect", text=phrase)
         self.say(speech)
         await self.send_listen("start", mode)
 
@@ -1421,12 +1439,16 @@ class SimulatedDevice:
     def _set_activity(self, activity: str) -> None:
         """Change the activity without telling the server (link lifecycle)."""
         self.state.activity = activity
+        if activity == "idle":
+            # The microphone hears the room as it is now: what was to be said
+            # into a conversation that ended is gone with it.
+            self._mic_source.clear()
 
     async def _change_activity(self, activity: str) -> None:
         old = self.state.activity
         if old == activity:
             return
-        self.state.activity = activity
+        self._set_activity(activity)
         self._notify()
         if self.config.notifications:
             await self.send_notification(

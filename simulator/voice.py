@@ -30,6 +30,13 @@ SPEAKER_RATE: Final = 24000  # until the server hello says otherwise
 FRAME_MS: Final = 60
 MAX_DECODE_PACKETS: Final = 2400 // FRAME_MS  # MAX_DECODE_PACKETS_IN_QUEUE
 WAKE_WORD_PREROLL: Final = 2.0  # seconds cached before the wake word
+ROOM_NOISE_DB: Final = -65.0  # a quiet room's noise, RMS dBFS
+WAKE_PHRASE_TAIL: Final = 0.1  # seconds between the wake phrase and detection
+_FULL_SCALE: Final = 32768.0
+_NOISE_SEED: Final = 20240601
+_WAKE_TONE: Final = 440.0
+_WAKE_TONE_SECONDS: Final = 0.8
+_FADE_SECONDS: Final = 0.02
 
 
 def tone(
@@ -47,6 +54,69 @@ def tone(
 def silence(seconds: float, rate: int = MIC_RATE) -> bytes:
     """Return 16-bit mono PCM of silence."""
     return bytes(round(seconds * rate) * 2)
+
+
+def rms_db(pcm: bytes) -> float:
+    """Return the RMS level of 16-bit mono PCM in dBFS (-inf for silence)."""
+    samples = np.frombuffer(pcm, dtype="<i2").astype(np.float64)
+    if samples.size == 0:
+        return -math.inf
+    rms = math.sqrt(float(np.mean(samples**2)))
+    return 20 * math.log10(rms / _FULL_SCALE) if rms > 0 else -math.inf
+
+
+def loudness_at(distance: float, *, at_one_metre: float = -20.0) -> float:
+    """Return the level (dBFS) of a phrase ``distance`` metres away.
+
+    The phrase is ``at_one_metre`` dBFS loud 1 m away; in a free field it
+    falls by the inverse square law, 6 dB each time the distance doubles.
+    Distances under 0.1 m count as 0.1 m.
+    """
+    return at_one_metre - 20 * math.log10(max(distance, 0.1))
+
+
+def _wake_tone() -> np.ndarray:
+    """Return the default wake phrase: a 440 Hz tone with short fades."""
+    samples = round(_WAKE_TONE_SECONDS * MIC_RATE)
+    wave_ = np.sin(2 * math.pi * _WAKE_TONE * np.arange(samples) / MIC_RATE)
+    fade = np.linspace(0.0, 1.0, round(_FADE_SECONDS * MIC_RATE))
+    wave_[: fade.size] *= fade
+    wave_[-fade.size :] *= fade[::-1]
+    return wave_
+
+
+def wake_preroll(
+    seconds: float = WAKE_WORD_PREROLL,
+    loudness: float = -20.0,
+    phrase: bytes | None = None,
+) -> bytes:
+    """Return what the microphone held before a wake word was detected.
+
+    16 kHz mono 16-bit PCM, ``seconds`` long: the room's noise
+    (:data:`ROOM_NOISE_DB`, the same on every call) with the wake phrase in
+    its last part, ending :data:`WAKE_PHRASE_TAIL` seconds before the end.
+    The phrase is 0.8 s of a 440 Hz tone unless ``phrase`` (16 kHz PCM, such
+    as recorded speech) is given; it is scaled so its RMS is ``loudness``
+    dBFS. A pre-roll shorter than the phrase keeps the phrase's end.
+    """
+    length = max(0, round(seconds * MIC_RATE))
+    rng = np.random.default_rng(_NOISE_SEED)
+    audio = rng.standard_normal(length) * _FULL_SCALE * 10 ** (ROOM_NOISE_DB / 20)
+    voice = (
+        _wake_tone()
+        if phrase is None
+        else np.frombuffer(phrase[: len(phrase) // 2 * 2], dtype="<i2").astype(
+            np.float64
+        )
+    )
+    rms = math.sqrt(float(np.mean(voice**2))) if voice.size else 0.0
+    if rms > 0 and length > 0:
+        voice = voice * (_FULL_SCALE * 10 ** (loudness / 20) / rms)
+        tail = round(WAKE_PHRASE_TAIL * MIC_RATE)
+        end = length - tail if length > tail else length
+        kept = voice[-end:] if voice.size > end else voice
+        audio[end - kept.size : end] += kept
+    return np.clip(np.round(audio), -32768, 32767).astype("<i2").tobytes()
 
 
 def read_audio(path: str | Path | BinaryIO, rate: int = MIC_RATE) -> bytes:

@@ -29,8 +29,8 @@ import voluptuous as vol
 import demo
 from demo import DemoError, client, devices, files, main, media, voice
 from demo.voice_engines import stt as engines_stt, tts as engines_tts
-from simulator import SimulatedDevice
-from simulator.voice import silence, tone, write_wav
+from simulator import DeviceConnectionError, SimulatedDevice
+from simulator.voice import loudness_at, silence, tone, write_wav
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPONENTS = Path(homeassistant.components.__file__).parent
@@ -52,16 +52,26 @@ def test_parse_args_defaults() -> None:
     assert args.once is False
     assert args.reset is False
     assert args.timeout == demo.DEFAULT_TIMEOUT
+    assert args.extra_devices == 0
 
 
 def test_parse_args_options() -> None:
     args = main.parse_args(["--port", "8124", "--once", "--reset", "--timeout", "30"])
     assert (args.port, args.once, args.reset, args.timeout) == (8124, True, True, 30)
+    assert main.parse_args(["--extra-devices", "4"]).extra_devices == 4
 
 
 @pytest.mark.parametrize(
     "argv",
-    [["--port", "0"], ["--port", "65536"], ["--port", "web"], ["--timeout", "0"]],
+    [
+        ["--port", "0"],
+        ["--port", "65536"],
+        ["--port", "web"],
+        ["--timeout", "0"],
+        ["--extra-devices", "5"],
+        ["--extra-devices", "-1"],
+        ["--extra-devices", "many"],
+    ],
 )
 def test_parse_args_rejects(
     argv: list[str], capsys: pytest.CaptureFixture[str]
@@ -247,6 +257,23 @@ def test_device_configs() -> None:
     assert devices.device_configs(8125)[0].client_id == plain.client_id
 
 
+def test_extra_devices_fill_the_room() -> None:
+    configs = devices.device_configs(8124, 3)
+    assert len(configs) == 5
+    assert [config.mac for config in configs[2:]] == [
+        "02:00:5a:48:00:03",
+        "02:00:5a:48:00:04",
+        "02:00:5a:48:00:05",
+    ]
+    assert len({config.client_id for config in configs}) == 5
+    for config in configs[2:]:
+        assert config.board == "esp-box-3"
+        assert config.wake_preroll  # S3 boxes: a pre-roll with each wake word
+        assert config.ota_url == configs[0].ota_url
+    with pytest.raises(ValueError, match="extra devices"):
+        devices.device_configs(8124, devices.MAX_EXTRA_DEVICES + 1)
+
+
 # ------------------------------------------------------------ answers
 
 
@@ -348,7 +375,13 @@ def test_summary_lines() -> None:
     assert "/repo/.demo/token" in text
     assert f"XiaoZhi b 00:01 ({MAC_1}): paired now, connected" in text
     assert "c (02:00:5a:48:00:02): connected" in text
+    assert "Living" not in text
     assert text.endswith("Press Ctrl-C to stop.")
+    reports[1].area = "Living Room"
+    text = "\n".join(
+        devices.summary_lines("http://127.0.0.1:8124", paths, reports, once=False)
+    )
+    assert "c (02:00:5a:48:00:02): connected, in Living Room" in text
     once = devices.summary_lines("u", paths, reports, once=True)
     assert once[-1] == "Stopping (--once)."
 
@@ -391,11 +424,27 @@ def _requirements(domains: set[str]) -> dict[str, str]:
             pinned = [
                 spec.version for spec in requirement.specifier if spec.operator == "=="
             ]
-            # A range (the custom integration's) installs what Home Assistant pins.
-            version = pinned[0] if pinned else constraints[name]
+            # A range (the custom integration's) installs what Home Assistant
+            # pins; one it does not pin comes with the test stack's own pin.
+            version = pinned[0] if pinned else constraints.get(name)
+            if version is None:
+                version = _test_pins()[name]
+                assert requirement.specifier.contains(version), line
+                continue
             assert requirement.specifier.contains(version), line
             needed[name] = version
     return needed
+
+
+def _test_pins() -> dict[str, str]:
+    """Return the versions requirements_test.txt pins (the demo's venv has them)."""
+    text = (Path(__file__).parent.parent / "requirements_test.txt").read_text()
+    return {
+        name.strip().lower(): version.strip()
+        for raw in text.splitlines()
+        for name, sep, version in [raw.split("#", 1)[0].partition("==")]
+        if sep
+    }
 
 
 def _constraints() -> dict[str, str]:
@@ -461,6 +510,11 @@ def test_http_store_writer_fails_loudly_on_another_version(tmp_path: Path) -> No
             devices.Command("play", 1, "http://radio.example/live.mp3"),
         ),
         ("stop-media 2", devices.Command("stop-media", 2)),
+        ("wake all", devices.Command("wake", whole_room=True)),
+        ("WAKE All Hey Jarvis", devices.Command("wake", None, "Hey Jarvis", True)),
+        ("place 1 2.5", devices.Command("place", 1, "2.5")),
+        ("place 2 3m", devices.Command("place", 2, "3")),
+        ("place 2 0.40 m", devices.Command("place", 2, "0.4")),
     ],
 )
 def test_parse_command(line: str, command: devices.Command) -> None:
@@ -476,6 +530,12 @@ def test_parse_command(line: str, command: devices.Command) -> None:
         ("listen 3", "no device 3; there are 2"),
         ("stop 0", "no device 0"),
         ("play 1", "play needs a file or URL"),
+        ("listen all", "listen needs a device number"),
+        ("place all 2", "place needs a device number"),
+        ("place 1", "place needs a distance in metres"),
+        ("place 1 far", "place needs a distance in metres"),
+        ("place 1 0", "place needs a distance from 0 to 30 m"),
+        ("place 1 31", "place needs a distance from 0 to 30 m"),
     ],
 )
 def test_parse_command_refuses(line: str, message: str) -> None:
@@ -491,9 +551,251 @@ async def test_console_lists_devices_and_help() -> None:
         f"  {n}  {c.board} ({c.mac}) not connected, idle"
         for n, c in enumerate(configs, 1)
     ]
-    assert "wake N [PHRASE]" in await devices.execute(
-        devices.Command("help"), simulated
+    help_text = await devices.execute(devices.Command("help"), simulated)
+    assert "wake N [PHRASE]" in help_text
+    assert "wake all [PHRASE]" in help_text
+    assert "place N METRES" in help_text
+    room = devices.Room()
+    room.place(1, 3.5)
+    listing = await devices.execute(devices.Command("devices"), simulated, room=room)
+    assert [line.rsplit(", ", 1)[1] for line in listing.splitlines()] == [
+        "3.5 m away",
+        "1 m away",
+    ]
+
+
+# ------------------------------------------------------------ the room
+
+
+class FakeBox:
+    """What the room needs of a device: it hears wake words and answers or not."""
+
+    def __init__(self, mac: str, board: str, *, answers: bool = False) -> None:
+        self.config = SimpleNamespace(mac=mac, board=board)
+        self.state = SimpleNamespace(activity="idle")
+        self.connected = True
+        self.uses_mqtt = False
+        self.answers = answers
+        self.heard: list[tuple[str, float]] = []
+        self.failure: Exception | None = None
+
+    async def wake(self, phrase: str, *, loudness: float) -> None:
+        if self.failure is not None:
+            raise self.failure
+        self.heard.append((phrase, loudness))
+        self.state.activity = "listening" if self.answers else "idle"
+
+
+def test_room_distances() -> None:
+    room = devices.Room()
+    assert room.name == "Living room"
+    assert [room.distance(n) for n in (1, 2, 3)] == [2.5, 1.0, 4.0]
+    room.place(1, 0.5)
+    assert room.distance(1) == 0.5
+    assert room.distance(7) == room.distance(1 + len(devices.DEFAULT_DISTANCES))
+    with pytest.raises(ValueError, match="distance"):
+        room.place(2, 0)
+
+
+def test_detection_delay() -> None:
+    delays = [devices.detection_delay(3.43, MAC_1, wake) for wake in range(20)]
+    assert all(0.01 <= delay <= 0.01 + devices.MAX_DETECTION_JITTER for delay in delays)
+    assert len(set(delays)) == 20  # another wake word, another delay
+    assert devices.detection_delay(3.43, MAC_1, 4) == delays[4]  # reproducible
+    other = devices.detection_delay(3.43, "02:00:5a:48:00:02", 4)
+    assert other != delays[4]
+    # Far away: later by the time the sound takes.
+    assert devices.detection_delay(10.29, MAC_1, 4) - delays[4] == pytest.approx(0.02)
+
+
+def test_nearest_is_not_always_first() -> None:
+    room = devices.Room()
+    boxes = [FakeBox(f"02:00:5a:48:00:0{n}", f"box{n}") for n in (1, 2, 3)]
+    first = set()
+    for _ in range(12):
+        room.wakes += 1
+        heard = devices.hearings(boxes, room)  # type: ignore[arg-type]
+        assert [h.delay for h in heard] == sorted(h.delay for h in heard)
+        first.add(heard[0].number)
+        for hearing in heard:
+            assert hearing.loudness == loudness_at(room.distance(hearing.number))
+    assert len(first) > 1
+
+
+async def test_wake_all_every_device_hears_one_wake_word() -> None:
+    room = devices.Room()
+    room.place(3, 2.0)
+    near = FakeBox("02:00:5a:48:00:02", "near", answers=True)
+    boxes = [FakeBox(MAC_1, "far"), near, FakeBox("02:00:5a:48:00:03", "mid")]
+    report = await devices.wake_room(boxes, room, settle=0)  # type: ignore[arg-type]
+    assert room.wakes == 1
+    assert [box.heard for box in boxes] == [
+        [("你好小智", pytest.approx(-27.96, abs=0.01))],
+        [("你好小智", -20.0)],
+        [("你好小智", pytest.approx(-26.02, abs=0.01))],
+    ]
+    lines = report.splitlines()
+    assert len(lines) == 4
+    assert "  2  near at 1 m heard '你好小智' at -20 dBFS after " in report
+    assert "  1  far at 2.5 m heard '你好小智' at -28 dBFS" in report
+    assert lines[0].endswith("now idle") or lines[0].endswith("now listening")
+    assert lines[-1] == "near (2) answered"
+
+    for box in boxes:
+        box.answers = True
+    boxes[0].failure = DeviceConnectionError("refused")
+    report = await devices.execute(
+        devices.Command("wake", text="Hey Jarvis", whole_room=True),
+        boxes,  # type: ignore[arg-type]
+        room=room,
     )
+    assert room.wakes == 2
+    assert "far at 2.5 m heard 'Hey Jarvis' at -28 dBFS" in report
+    assert "could not send it (refused)" in report
+    assert report.splitlines()[-1].startswith("2 devices answered: ")
+
+
+def test_outcome_when_nobody_answers() -> None:
+    box = FakeBox(MAC_1, "box")
+    hearing = devices.Hearing(1, box, 2.0, -26.0, 0.05)  # type: ignore[arg-type]
+    assert devices.outcome_lines([hearing], "hi") == (
+        "  1  box at 2 m heard 'hi' at -26 dBFS after 50 ms: now idle\n"
+        "No device answered"
+    )
+
+
+async def test_place_and_wake_one_device() -> None:
+    room = devices.Room()
+    box = FakeBox(MAC_1, "box")
+    answer = await devices.execute(
+        devices.Command("place", 1, "4"),
+        [box],  # type: ignore[list-item]
+        room=room,
+    )
+    assert answer == (
+        "box stands 4 m from the person speaking: it hears a wake word at -32 dBFS"
+    )
+    assert room.distance(1) == 4.0
+    answer = await devices.execute(
+        devices.Command("wake", 1, "Hi ESP"),
+        [box],  # type: ignore[list-item]
+        room=room,
+    )
+    assert answer == "box heard 'Hi ESP' and listens"
+    assert box.heard == [("Hi ESP", pytest.approx(-32.04, abs=0.01))]
+
+
+def test_areas_and_device_entries() -> None:
+    areas = [
+        {"area_id": "kitchen", "name": "Kitchen"},
+        {"area_id": "living_room", "name": "Living Room"},
+    ]
+    assert client.find_area(areas, "Living room") == "living_room"
+    assert client.find_area(areas, "livingroom") == "living_room"
+    assert client.find_area(areas, "Garage") is None
+    registry = [
+        {"id": "d0", "identifiers": [["other", MAC_1]]},
+        {"id": "d1", "identifiers": [["xiaozhi", MAC_1]], "area_id": None},
+    ]
+    entry = client.device_entry(registry, MAC_1.upper())
+    assert entry is not None
+    assert entry["id"] == "d1"
+    assert client.device_entry(registry, "02:00:5a:48:00:02") is None
+
+
+class FakeRegistries:
+    """Home Assistant's area and device registries, over the WebSocket API."""
+
+    def __init__(self, areas: list[dict[str, Any]]) -> None:
+        self.areas = areas
+        self.devices = [
+            {"id": "d1", "identifiers": [["xiaozhi", MAC_1]], "area_id": None},
+            {
+                "id": "d2",
+                "identifiers": [["xiaozhi", "02:00:5a:48:00:02"]],
+                "area_id": "office",
+            },
+        ]
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+
+    async def ws(self, command: str, **data: Any) -> Any:
+        self.calls.append((command, data))
+        match command:
+            case "config/device_registry/list":
+                return self.devices
+            case "config/area_registry/list":
+                return self.areas
+            case "config/area_registry/create":
+                area = {"area_id": "living_room", "name": data["name"]}
+                self.areas.append(area)
+                return area
+            case "config/device_registry/update":
+                device = next(d for d in self.devices if d["id"] == data["device_id"])
+                device["area_id"] = data["area_id"]
+                return device
+        raise AssertionError(command)
+
+
+@pytest.mark.parametrize("existing", [True, False])
+async def test_devices_are_put_in_the_room_area(
+    existing: bool, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    areas = [{"area_id": "office", "name": "Office"}]
+    if existing:  # onboarding made it
+        areas.append({"area_id": "living_room", "name": "Living Room"})
+    registries = FakeRegistries(areas)
+    demo_run = main.Demo(main.parse_args([]), files.DemoPaths(tmp_path))
+    await demo_run.session.close()
+    demo_run.client = registries  # type: ignore[assignment]
+    demo_run.reports = reports = [
+        devices.DeviceReport(mac=MAC_1, board="a", title="Box A"),
+        devices.DeviceReport(mac="02:00:5a:48:00:02", board="b"),
+        devices.DeviceReport(mac="02:00:5a:48:00:09", board="gone"),
+    ]
+    await demo_run._put_in_area()
+    updates = [c for c in registries.calls if c[0] == "config/device_registry/update"]
+    # Only the device in no area moves; the one a person put elsewhere stays.
+    assert updates == [
+        (
+            "config/device_registry/update",
+            {"device_id": "d1", "area_id": "living_room"},
+        )
+    ]
+    created = [c for c in registries.calls if c[0] == "config/area_registry/create"]
+    assert created == (
+        [] if existing else [("config/area_registry/create", {"name": "Living room"})]
+    )
+    name = "Living Room" if existing else "Living room"
+    assert [report.area for report in reports] == [name, "Office", ""]
+    assert f"Put Box A in the area {name}" in capsys.readouterr().out
+
+    # The next start: nothing to do.
+    registries.calls.clear()
+    await demo_run._put_in_area()
+    assert [c[0] for c in registries.calls] == [
+        "config/device_registry/list",
+        "config/area_registry/list",
+    ]
+    assert "Put" not in capsys.readouterr().out
+
+
+async def test_an_area_that_cannot_be_set_does_not_stop_the_demo(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    registries = FakeRegistries([])
+
+    async def refuse(command: str, **data: Any) -> Any:
+        if command == "config/area_registry/create":
+            raise DemoError("config/area_registry/create failed: not allowed")
+        return await FakeRegistries.ws(registries, command, **data)
+
+    registries.ws = refuse  # type: ignore[method-assign]
+    demo_run = main.Demo(main.parse_args([]), files.DemoPaths(tmp_path))
+    await demo_run.session.close()
+    demo_run.client = registries  # type: ignore[assignment]
+    demo_run.reports = [devices.DeviceReport(mac=MAC_1, board="a")]
+    await demo_run._put_in_area()
+    assert "Could not put the devices in an area" in capsys.readouterr().out
 
 
 # ------------------------------------------------------------ voice

@@ -58,6 +58,7 @@ class Conn(Waitable):
         self.texts: list[str] = []
         self.frames: list[Any] = []
         self.binary: list[bytes] = []
+        self.messages: list[str | bytes] = []  # text and binary, in order
         self.pongs = 0
         self.closed = False
         self._next_id = 100
@@ -208,6 +209,8 @@ class FakeServer(Waitable):
         return ws
 
     async def _on_message(self, conn: Conn, msg: WSMessage) -> None:
+        if msg.type in (WSMsgType.TEXT, WSMsgType.BINARY):
+            conn.messages.append(msg.data)
         if msg.type is WSMsgType.TEXT:
             conn.texts.append(msg.data)
             try:
