@@ -260,7 +260,7 @@ async def test_the_first_flow_makes_home_assistant_the_server(
     assert result["title"] == "XiaoZhi server"
     server = result["result"]
     assert server.unique_id == SERVER_UNIQUE_ID
-    assert server.options == {**WEBSOCKET_ONLY, **FIRMWARE_DEFAULTS}
+    assert server.options == {**WEBSOCKET_ONLY, **LATER_DEFAULTS}
     await hass.async_block_till_done()
     assert server.state is ConfigEntryState.LOADED
 
@@ -298,7 +298,7 @@ async def test_a_paired_installation_gets_its_server_entry(
         DOMAIN, SERVER_UNIQUE_ID
     )
     assert server is not None
-    assert server.options == {**WEBSOCKET_ONLY, **FIRMWARE_DEFAULTS}
+    assert server.options == {**WEBSOCKET_ONLY, **LATER_DEFAULTS}
     assert "xiaozhi.endpoints" not in hass_storage
 
 
@@ -448,9 +448,11 @@ async def test_the_server_has_no_token_to_reconfigure(
     assert result["reason"] == "server_reconfigure"
 
 
-FIRMWARE_DEFAULTS = {
+# The settings the first flow does not ask for, as they start.
+LATER_DEFAULTS = {
     "firmware_releases_url": DEFAULT_RELEASES_URL,
     "firmware_prereleases": False,
+    "wake_arbitration": True,
 }
 
 
@@ -463,14 +465,21 @@ def _free_port(kind: int = socket.SOCK_STREAM) -> int:
 async def test_device_options(
     hass: HomeAssistant, init_integration: MockConfigEntry
 ) -> None:
-    """A device's options: command timeout, keep-alive, tools for the agent."""
+    """A device's options: timeout, keep-alive, tools for the agent, wake check."""
     entry = init_integration
     result = await hass.config_entries.options.async_init(entry.entry_id)
     assert result["type"] is FlowResultType.FORM
     assert result["step_id"] == "device"
     # The dialog says which device it is for.
     assert result["description_placeholders"]["name"] == entry.title
-    options = {CONF_CALL_TIMEOUT: 12, CONF_KEEPALIVE: False, "agent_tools": False}
+    # The false-wake check is off until asked for.
+    assert entry.runtime_data.checks_false_wakes is False
+    options = {
+        CONF_CALL_TIMEOUT: 12,
+        CONF_KEEPALIVE: False,
+        "agent_tools": False,
+        "false_wake_check": True,
+    }
     result = await hass.config_entries.options.async_configure(
         result["flow_id"], options
     )
@@ -479,6 +488,7 @@ async def test_device_options(
     assert entry.runtime_data.call_timeout == 12
     assert entry.runtime_data.keepalive is False
     assert entry.runtime_data.offers_agent_tools is False
+    assert entry.runtime_data.checks_false_wakes is True
 
 
 @pytest.mark.parametrize("field", ["mqtt_port", "udp_port"])
@@ -532,7 +542,7 @@ async def test_server_options_open_the_endpoint_and_report_a_taken_port(
     assert endpoints.active
     assert endpoints.mqtt.port == mqtt_port
     assert endpoints.udp.port == udp_port
-    assert server_entry.options == {**settings, **FIRMWARE_DEFAULTS}
+    assert server_entry.options == {**settings, **LATER_DEFAULTS}
     await endpoints.async_stop()
 
 
@@ -552,7 +562,7 @@ async def test_server_options_of_a_disabled_server_open_nothing(
         result["flow_id"], settings
     )
     assert result["type"] is FlowResultType.CREATE_ENTRY
-    assert server_entry.options == {**settings, **FIRMWARE_DEFAULTS}
+    assert server_entry.options == {**settings, **LATER_DEFAULTS}
     assert not hass.data[DATA_KEY].endpoints.active
 
 
@@ -561,12 +571,16 @@ async def test_server_options_choose_where_firmware_comes_from(
     setup_integration: None,
     server_entry: MockConfigEntry,
 ) -> None:
-    """A fork's releases, prereleases; an address that is not http(s) is refused."""
+    """A fork's releases, prereleases; an address that is not http(s) is refused.
+
+    Wake word arbitration is turned off in the same form.
+    """
     result = await hass.config_entries.options.async_init(server_entry.entry_id)
     settings = {
         **WEBSOCKET_ONLY,
         "firmware_releases_url": "ftp://example.com/releases",
         "firmware_prereleases": True,
+        "wake_arbitration": False,
     }
     result = await hass.config_entries.options.async_configure(
         result["flow_id"], settings
@@ -580,3 +594,4 @@ async def test_server_options_choose_where_firmware_comes_from(
     assert result["type"] is FlowResultType.CREATE_ENTRY
     assert server_entry.options["firmware_releases_url"] == fork
     assert server_entry.options["firmware_prereleases"] is True
+    assert server_entry.options["wake_arbitration"] is False

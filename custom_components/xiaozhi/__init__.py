@@ -21,6 +21,7 @@ from .firmware.releases import ReleaseSource
 from .limits import async_clear_all
 from .pairing.identity import async_check_bound, async_forget
 from .pairing.manager import PairingManager
+from .protocol.audio.wake import preroll_clarity
 from .runtime import XiaozhiConfigEntry, XiaozhiRuntime
 from .services import async_setup_services
 from .settings import (
@@ -34,6 +35,7 @@ from .transport.mqtt import DeviceEndpoints, async_delete_port_issues
 from .transport.ota import ActivateView, OtaView
 from .transport.uploads import UploadViews
 from .transport.websocket import DeviceWebSocketView
+from .voice.arbiter import WakeArbiter
 
 CONFIG_SCHEMA = cv.config_entry_only_config_schema(DOMAIN)
 
@@ -70,11 +72,13 @@ async def async_setup(hass: HomeAssistant, config: ConfigType) -> bool:
         uploads=uploads,
         logins=logins,
         releases=ReleaseSource(hass),
+        arbiter=WakeArbiter(hass.loop, preroll_clarity),
     )
 
     async def _stop(_event: Event) -> None:
         domain_data.pairing.shutdown()
         await domain_data.endpoints.async_stop()
+        domain_data.arbiter.shutdown()
 
     hass.bus.async_listen_once(EVENT_HOMEASSISTANT_STOP, _stop)
     async_setup_services(hass)

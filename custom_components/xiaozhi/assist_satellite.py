@@ -35,12 +35,14 @@ from homeassistant.helpers import entity_registry as er
 from homeassistant.helpers.entity_platform import AddConfigEntryEntitiesCallback
 
 from .const import DOMAIN, LOGGER
+from .domain_data import DATA_KEY
 from .entity import XiaozhiEntity
 from .errors import DeviceUnavailableError
 from .protocol import DeviceEvent, DeviceEventType
-from .protocol.audio.preroll import EarlyAudio
 from .runtime import XiaozhiConfigEntry, XiaozhiRuntime
+from .settings import server_settings_of
 from .voice.announce import Announcer
+from .voice.gate import WakeGate
 from .voice.timers import DeviceTimers
 from .voice.turn import VoiceTurn
 from .voice.typed import async_answer
@@ -91,8 +93,15 @@ class XiaozhiAssistSatellite(XiaozhiEntity, AssistSatelliteEntity):
         self._announcer = Announcer(runtime.hass, runtime)
         self._turn: VoiceTurn | None = None
         self._turn_task: asyncio.Task[None] | None = None
-        self._wake_phrase: str | None = None
-        self._early = EarlyAudio()
+        # Whether a box that starts listening answers (arbitration, check).
+        self._gate = WakeGate(
+            runtime.hass,
+            runtime,
+            runtime.hass.data[DATA_KEY].arbiter,
+            pipeline_entity=lambda: self.pipeline_entity_id,
+            start_turn=self._start_turn,
+            stand_down=self._async_end_conversation,
+        )
         self._next_turn: asyncio.Future[bool] | None = None
         # The running turn answers an announcement that asked to go on.
         self._answering = False
@@ -119,6 +128,7 @@ class XiaozhiAssistSatellite(XiaozhiEntity, AssistSatelliteEntity):
             self._turn.cancel()
         if self._turn_task is not None:
             self._turn_task.cancel()
+        self._gate.reset()
         self._announcer.cancel()
         await super().async_will_remove_from_hass()
 
@@ -181,17 +191,24 @@ class XiaozhiAssistSatellite(XiaozhiEntity, AssistSatelliteEntity):
         """Follow the device: wake word, listening, abort."""
         match event.type:
             case DeviceEventType.WAKE_WORD:
-                self._wake_phrase = str(event.data.get("text") or "") or None
+                self._gate.wake_word(str(event.data.get("text") or "") or None)
             case DeviceEventType.LISTENING_STARTED:
                 if self.runtime.player.holds_channel:
                     # Sent after the reply, before the media's tts start
                     # reached the device (auto mode): not the user's turn.
                     LOGGER.debug("%s: listen start during media", self.runtime.name)
                     return
-                self._start_turn()
+                self._gate.listening_started(
+                    asked=self._next_turn is not None and not self._next_turn.done()
+                )
+                if self._gate.deciding and self._turn is not None:
+                    # A wake word inside a conversation: its audio is held.
+                    self._turn.cancel()
+                    self._turn = None
             case DeviceEventType.LISTENING_STOPPED:
                 if self._turn is not None:
                     self._turn.end_audio()
+                self._gate.listening_stopped()
             case DeviceEventType.ABORTED:
                 self._abort(str(event.data.get("reason") or ""))
 
@@ -200,12 +217,13 @@ class XiaozhiAssistSatellite(XiaozhiEntity, AssistSatelliteEntity):
         """Take microphone audio; the turn starts with ``listen start``.
 
         The firmware first sends about two seconds of audio from before the
-        wake word, which is not part of what the user says.
+        wake word, which is not part of what the user says; the gate holds
+        it, and the turn's audio until the turn may start.
         """
-        if self._turn is not None:
+        if self._turn is not None and self._turn.listening:
             self._turn.feed(payload)
         else:
-            self._early.add(self.hass.loop.time(), payload)
+            self._gate.audio(payload)
 
     @callback
     def voice_closed(self) -> None:
@@ -217,8 +235,8 @@ class XiaozhiAssistSatellite(XiaozhiEntity, AssistSatelliteEntity):
         it learns the outcome (the base class resolves it at the run's end).
         A run past listening goes on: the user said all of it.
         """
-        self._early.clear()
-        self._wake_phrase = None
+        self._gate.reset()
+        self._gate.conversing = False
         if (turn := self._turn) is not None:
             self._drop_turn(turn)
         self._announcer.cancel()
@@ -242,7 +260,8 @@ class XiaozhiAssistSatellite(XiaozhiEntity, AssistSatelliteEntity):
             self._turn_task.cancel()
 
     @callback
-    def _start_turn(self) -> None:
+    def _start_turn(self, wake: str | None, live: list[bytes], stopped: bool) -> None:
+        """Start a turn with the audio held for it (``stopped``: already let go)."""
         if self._turn is not None:
             # A new listen start ends the old turn (the device moved on).
             self._turn.cancel()
@@ -254,19 +273,24 @@ class XiaozhiAssistSatellite(XiaozhiEntity, AssistSatelliteEntity):
         turn = VoiceTurn(
             self.hass,
             channel,
-            wake_phrase=self._wake_phrase,
+            # With arbitration, Home Assistant's home-wide cooldown by wake
+            # phrase must not silence a box in another area.
+            wake_phrase=None
+            if server_settings_of(self.hass).wake_arbitration
+            else wake,
             on_played=self.tts_response_finished,
             # Called seconds later, when ``turn`` is this turn.
             on_silent=lambda: self._silent(turn),
         )
-        self._wake_phrase = None
         self._turn = turn
         self._turn_started.set()
         self._answering = self._next_turn is not None and not self._next_turn.done()
         if self._next_turn is not None and not self._next_turn.done():
             self._next_turn.set_result(True)
-        for payload in self._early.take_live(self.hass.loop.time()):
+        for payload in live:
             turn.feed(payload)
+        if stopped:
+            turn.end_audio()
         self._turn_task = self.runtime.entry.async_create_background_task(
             self.hass, self._run_turn(turn), f"xiaozhi voice turn of {self.runtime.mac}"
         )
@@ -339,8 +363,7 @@ class XiaozhiAssistSatellite(XiaozhiEntity, AssistSatelliteEntity):
         text); the answer is spoken and shown like an announcement.
         """
         self._cancel_turn()
-        self._early.clear()
-        self._wake_phrase = None
+        self._gate.reset()
         self.runtime.entry.async_create_background_task(
             self.hass,
             self._async_answer_typed(text),
@@ -443,7 +466,7 @@ class XiaozhiAssistSatellite(XiaozhiEntity, AssistSatelliteEntity):
     @property
     def voice_busy(self) -> bool:
         """Return True while a reply or an announcement is spoken."""
-        return self._turn is not None or self._announcer.playing
+        return self._turn is not None or self._gate.deciding or self._announcer.playing
 
     async def async_announce_media(self, media_id: str) -> None:
         """Announce a sound (the media player's announce)."""

@@ -38,12 +38,14 @@ from .const import (
     CONF_BOARD,
     CONF_CALL_TIMEOUT,
     CONF_CLIENT_ID,
+    CONF_FALSE_WAKE_CHECK,
     CONF_FIRMWARE,
     CONF_KEEPALIVE,
     CONF_MAC,
     CONF_TOKEN,
     DEFAULT_AGENT_TOOLS,
     DEFAULT_CALL_TIMEOUT,
+    DEFAULT_FALSE_WAKE_CHECK,
     DEFAULT_KEEPALIVE,
     DOMAIN,
     LOGGER,
@@ -63,6 +65,7 @@ from .settings import (
     CONF_MQTT_PORT,
     CONF_TRANSPORT,
     CONF_UDP_PORT,
+    CONF_WAKE_ARBITRATION,
     DEFAULT_RELEASES_URL,
     RESERVED_PORTS,
     SERVER_UNIQUE_ID,
@@ -96,6 +99,7 @@ SERVER_OPTIONS_SCHEMA: Final = SERVER_SCHEMA.extend(
             CONF_FIRMWARE_RELEASES_URL, default=DEFAULT_RELEASES_URL
         ): TextSelector(TextSelectorConfig(type=TextSelectorType.URL)),
         probatio.Optional(CONF_FIRMWARE_PRERELEASES, default=False): BooleanSelector(),
+        probatio.Optional(CONF_WAKE_ARBITRATION, default=True): BooleanSelector(),
     }
 )
 DEVICE_OPTIONS_SCHEMA: Final = probatio.Schema(
@@ -111,6 +115,7 @@ DEVICE_OPTIONS_SCHEMA: Final = probatio.Schema(
         ),
         probatio.Required(CONF_KEEPALIVE): BooleanSelector(),
         probatio.Required(CONF_AGENT_TOOLS): BooleanSelector(),
+        probatio.Required(CONF_FALSE_WAKE_CHECK): BooleanSelector(),
     }
 )
 
@@ -142,6 +147,7 @@ def server_settings(user_input: dict[str, Any]) -> ServerSettings:
             user_input.get(CONF_FIRMWARE_RELEASES_URL, default.firmware_releases_url)
         ).strip(),
         firmware_prereleases=bool(user_input.get(CONF_FIRMWARE_PRERELEASES, False)),
+        wake_arbitration=bool(user_input.get(CONF_WAKE_ARBITRATION, True)),
     )
 
 
@@ -462,6 +468,7 @@ class DeviceOptionsFlow(OptionsFlow):
             CONF_CALL_TIMEOUT: DEFAULT_CALL_TIMEOUT,
             CONF_KEEPALIVE: DEFAULT_KEEPALIVE,
             CONF_AGENT_TOOLS: DEFAULT_AGENT_TOOLS,
+            CONF_FALSE_WAKE_CHECK: DEFAULT_FALSE_WAKE_CHECK,
             **self.config_entry.options,
         }
         return self.async_show_form(

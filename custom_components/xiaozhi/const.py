@@ -29,9 +29,11 @@ CONF_CLIENT_ID: Final = "client_id"
 CONF_CALL_TIMEOUT: Final = "call_timeout"
 CONF_KEEPALIVE: Final = "keepalive"
 CONF_AGENT_TOOLS: Final = "agent_tools"
+CONF_FALSE_WAKE_CHECK: Final = "false_wake_check"
 DEFAULT_CALL_TIMEOUT: Final = 30.0
 DEFAULT_KEEPALIVE: Final = True
 DEFAULT_AGENT_TOOLS: Final = True
+DEFAULT_FALSE_WAKE_CHECK: Final = False
 
 # The devices' MQTT + UDP endpoint (integration-wide). Not 1883/8883: those
 # are an MQTT broker's (the Mosquitto add-on), and on 8883 the firmware wants

@@ -3,7 +3,8 @@
 Paired devices are config entries, and each one's runtime is its entry's
 ``runtime_data``. What belongs to no single device lives here: the devices
 waiting to be paired, the MQTT + UDP endpoint, the views that mint one-time
-URLs, the count of wrong credentials per address, and the firmware releases.
+URLs, the count of wrong credentials per address, the firmware releases, and
+which box of an area answers a wake word.
 """
 
 from dataclasses import dataclass
@@ -16,6 +17,7 @@ from .pairing.manager import PairingManager
 from .transport.logins import FailedLogins
 from .transport.mqtt import DeviceEndpoints
 from .transport.uploads import UploadViews
+from .voice.arbiter import WakeArbiter
 
 
 @dataclass(slots=True)
@@ -27,6 +29,7 @@ class XiaozhiDomainData:
     uploads: UploadViews
     logins: FailedLogins
     releases: ReleaseSource
+    arbiter: WakeArbiter
 
 
 DATA_KEY: HassKey[XiaozhiDomainData] = HassKey(DOMAIN)

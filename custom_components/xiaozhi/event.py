@@ -1,4 +1,4 @@
-"""The device event entity: wake word, abort, notifications, messages, timers."""
+"""The device event entity: wake words, abort, notifications, messages, timers."""
 
 from typing import Final, override
 
@@ -21,6 +21,9 @@ ENTITY_EVENTS: Final = (
     DeviceEventType.NOTIFICATION,
     DeviceEventType.MESSAGE,
     DeviceEventType.TIMER_FINISHED,
+    DeviceEventType.WAKE_WON,
+    DeviceEventType.WAKE_STOOD_DOWN,
+    DeviceEventType.FALSE_WAKE,
 )
 
 

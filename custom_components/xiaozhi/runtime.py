@@ -25,11 +25,13 @@ from .const import (
     CONF_AGENT_TOOLS,
     CONF_BOARD,
     CONF_CALL_TIMEOUT,
+    CONF_FALSE_WAKE_CHECK,
     CONF_FIRMWARE,
     CONF_KEEPALIVE,
     CONF_MAC,
     DEFAULT_AGENT_TOOLS,
     DEFAULT_CALL_TIMEOUT,
+    DEFAULT_FALSE_WAKE_CHECK,
     DEFAULT_KEEPALIVE,
     DOMAIN,
     EVENT_XIAOZHI,
@@ -58,6 +60,7 @@ from .protocol import (
     Link,
     Tool,
 )
+from .settings import server_settings_of
 from .texts import async_device_text
 from .voice.channel import VoiceChannel
 from .voice.router import VoiceRouter
@@ -158,6 +161,11 @@ class XiaozhiRuntime:
         return self.entry.title
 
     @property
+    def device_id(self) -> str | None:
+        """Return the device's id in Home Assistant's device registry."""
+        return self.entry_data.device_id
+
+    @property
     def firmware(self) -> str | None:
         """Return the firmware version the device reported last."""
         return self.entry_data.firmware
@@ -229,6 +237,36 @@ class XiaozhiRuntime:
         return bool(self.entry.options.get(CONF_AGENT_TOOLS, DEFAULT_AGENT_TOOLS))
 
     @property
+    def checks_false_wakes(self) -> bool:
+        """Return True when a wake word is checked by speech-to-text first."""
+        return bool(
+            self.entry.options.get(CONF_FALSE_WAKE_CHECK, DEFAULT_FALSE_WAKE_CHECK)
+        )
+
+    @property
+    def wake_group(self) -> str | None:
+        """Return the area whose boxes compete with this one for a wake word.
+
+        None when arbitration is off, the device has no area, or no other
+        XiaoZhi device is in it: then nobody decides, and it answers at once.
+        """
+        if not server_settings_of(self.hass).wake_arbitration:
+            return None
+        registry = dr.async_get(self.hass)
+        device_id = self.entry_data.device_id
+        device = registry.async_get(device_id) if device_id else None
+        if device is None or device.area_id is None:
+            return None
+        for other in dr.async_entries_for_area(registry, device.area_id):
+            if (
+                other.id != device.id
+                and other.disabled_by is None
+                and any(domain == DOMAIN for domain, _ in other.identifiers)
+            ):
+                return device.area_id
+        return None
+
+    @property
     def keepalive(self) -> bool:
         """Return True when the link is kept open between conversations."""
         return bool(self.entry.options.get(CONF_KEEPALIVE, DEFAULT_KEEPALIVE))
@@ -280,7 +318,7 @@ class XiaozhiRuntime:
         self._channel = VoiceChannel(
             session,
             self.entry_data,
-            self._async_fire,
+            self.async_fire_event,
             self.name,
             on_ended=self._conversation_over,
         )
@@ -429,7 +467,7 @@ class XiaozhiRuntime:
         elif event.type is DeviceEventType.CONVERSATION_ENDED:
             self.player.conversation_over()
         self._record(event)
-        self._async_fire(event)
+        self.async_fire_event(event)
         self.voice_router.event(event, self._channel)
 
     @callback
@@ -448,7 +486,7 @@ class XiaozhiRuntime:
                 data.async_set_listen_mode(None)
 
     @callback
-    def _async_fire(self, event: DeviceEvent) -> None:
+    def async_fire_event(self, event: DeviceEvent) -> None:
         """Fire a device event on the bus and to the entities."""
         self.hass.bus.async_fire(
             EVENT_XIAOZHI,
@@ -503,7 +541,7 @@ class XiaozhiRuntime:
     @callback
     def async_signal_timer_finished(self, name: str, seconds: int) -> None:
         """Fire the event of a timer set on this device that finished."""
-        self._async_fire(
+        self.async_fire_event(
             DeviceEvent(
                 type=DeviceEventType.TIMER_FINISHED,
                 data={"name": name, "seconds": seconds},

@@ -26,6 +26,7 @@ CONF_MQTT_PORT: Final = "mqtt_port"
 CONF_UDP_PORT: Final = "udp_port"
 CONF_FIRMWARE_RELEASES_URL: Final = "firmware_releases_url"
 CONF_FIRMWARE_PRERELEASES: Final = "firmware_prereleases"
+CONF_WAKE_ARBITRATION: Final = "wake_arbitration"
 # The firmware's own releases, as GitHub's REST API lists them.
 DEFAULT_RELEASES_URL: Final = "https://api.github.com/repos/78/xiaozhi-esp32/releases"
 
@@ -53,6 +54,8 @@ class ServerSettings:
     udp_port: int = DEFAULT_UDP_PORT
     firmware_releases_url: str = DEFAULT_RELEASES_URL
     firmware_prereleases: bool = False
+    # Boxes of one area that hear one wake word pick one to answer.
+    wake_arbitration: bool = True
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> ServerSettings:
@@ -75,6 +78,7 @@ class ServerSettings:
             if isinstance(url, str) and is_http_url(url)
             else default.firmware_releases_url,
             firmware_prereleases=options.get(CONF_FIRMWARE_PRERELEASES) is True,
+            wake_arbitration=options.get(CONF_WAKE_ARBITRATION) is not False,
             **ports,
         )
 
@@ -86,6 +90,7 @@ class ServerSettings:
             CONF_UDP_PORT: self.udp_port,
             CONF_FIRMWARE_RELEASES_URL: self.firmware_releases_url,
             CONF_FIRMWARE_PRERELEASES: self.firmware_prereleases,
+            CONF_WAKE_ARBITRATION: self.wake_arbitration,
         }
 
 

@@ -6,26 +6,72 @@ import av
 
 from custom_components.xiaozhi.protocol.audio.codec import decode_file
 from custom_components.xiaozhi.protocol.audio.ogg import encode_ogg_opus
-from custom_components.xiaozhi.protocol.audio.preroll import EARLY_WINDOW, EarlyAudio
+from custom_components.xiaozhi.protocol.audio.preroll import (
+    EARLY_WINDOW,
+    MAX_HELD,
+    PREROLL_PACKETS,
+    EarlyAudio,
+    HeldAudio,
+)
 from custom_components.xiaozhi.protocol.mqtt.udp import opus_duration_ms
 from simulator.voice import dominant_frequency, tone
 
 
-def test_live_packets_after_the_burst_belong_to_the_turn() -> None:
+def test_the_pre_roll_comes_before_detect() -> None:
+    """Over WebSocket: pre-roll, detect, listen start, live audio, in order."""
     early = EarlyAudio()
-    for index in range(5):  # the wake word's pre-roll: a burst
-        early.add(1.0 + index * 0.0001, b"pre%d" % index)
+    for index in range(PREROLL_PACKETS):  # however far apart they came
+        early.add(1.0 + index * 0.02, b"pre%d" % index)
+    early.mark_detect(1.2)
+    early.mark_start(1.2)
+    early.add(1.26, b"live1")
+    held = early.split()
+    assert held.preroll == [b"pre%d" % index for index in range(PREROLL_PACKETS)]
+    assert held.live == [b"live1"]
+    assert early.split() == held  # split does not forget; clear does
+    early.clear()
+    assert early.split() == HeldAudio([], [])
+    assert not early.started
+
+
+def test_live_packets_that_overtook_listen_start() -> None:
+    """Without a wake word (button): the live run at the end is the turn's."""
+    early = EarlyAudio()
+    for index in range(5):  # something older, as a burst
+        early.add(1.0 + index * 0.0001, b"old%d" % index)
     early.add(1.015, b"live1")  # then one packet per frame
     early.add(1.030, b"live2")
-    assert early.take_live(1.04) == [b"live1", b"live2"]
-    assert early.take_live(1.04) == []  # taken once
+    early.mark_start(1.04)
+    early.add(1.09, b"live3")
+    held = early.split()
+    assert held.preroll == []
+    assert held.live == [b"live1", b"live2", b"live3"]
 
 
-def test_only_the_burst_came_early() -> None:
+def test_a_pre_roll_overtaken_by_detect() -> None:
+    """Over MQTT + UDP the burst can come after detect: still pre-roll."""
     early = EarlyAudio()
-    for index in range(40):
-        early.add(2.0 + index * 0.0001, b"pre")
-    assert early.take_live(2.1) == []
+    early.mark_detect(1.0)
+    early.mark_detect(1.0)  # said twice: the first counts
+    early.mark_start(1.0)
+    assert early.started
+    for index in range(30):
+        early.add(1.001 + index * 0.0001, b"pre")
+    early.add(1.06, b"live1")
+    early.add(1.12, b"live2")
+    held = early.split()
+    assert held.preroll == [b"pre"] * 30
+    assert held.live == [b"live1", b"live2"]
+
+
+def test_a_few_packets_are_no_pre_roll() -> None:
+    """A detect without its pre-roll (no cache) is not ranked as having one."""
+    early = EarlyAudio()
+    early.add(1.0, b"a")
+    early.mark_detect(1.05)
+    early.mark_start(1.05)
+    early.add(1.1, b"live")
+    assert early.split() == HeldAudio([], [b"live"])
 
 
 def test_old_packets_are_not_part_of_a_new_turn() -> None:
@@ -33,11 +79,30 @@ def test_old_packets_are_not_part_of_a_new_turn() -> None:
     early.add(1.0, b"a")
     early.add(1.06, b"b")
     early.add(1.12, b"c")
-    assert early.take_live(1.12 + EARLY_WINDOW + 0.01) == []
+    early.mark_start(1.12 + EARLY_WINDOW + 0.01)
+    assert early.split().live == []
+    early.clear()
     early.add(1.0, b"a")
     early.add(1.06, b"b")
     early.clear()
-    assert early.take_live(1.07) == []
+    early.mark_start(1.07)
+    assert early.split() == HeldAudio([], [])
+
+
+def test_what_is_held_is_bounded() -> None:
+    early = EarlyAudio()
+    early.mark_start(0.0)
+    for index in range(MAX_HELD + 50):
+        early.add(index * 0.06, b"%d" % index)
+    live = early.split().live
+    assert len(live) == MAX_HELD
+    assert live[-1] == b"%d" % (MAX_HELD + 49)
+
+
+def test_nothing_to_split_before_listen_start() -> None:
+    early = EarlyAudio()
+    early.add(1.0, b"a")
+    assert early.split() == HeldAudio([], [])
 
 
 def test_ogg_opus_for_the_notify_player() -> None:

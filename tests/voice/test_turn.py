@@ -16,7 +16,7 @@ from custom_components.xiaozhi.voice import turn as turn_module
 from custom_components.xiaozhi.voice.typed import is_typed_question
 from simulator import SimulatedDevice
 from simulator.voice import dominant_frequency, silence, tone
-from tests.conftest import MAC, MAC2, TOKEN, TOKEN2, WS_URL, wait_for_runtime
+from tests.conftest import MAC, TOKEN, WS_URL, wait_for_runtime
 from tests.voice.conftest import Voice, loud, satellite_id
 
 FRAME = 0.06
@@ -292,27 +292,6 @@ async def test_an_error_is_shown_and_ends_the_turn(
     assert talker.state.emotion == "sad"
     assert talker.state.activity != "speaking"
     assert init_integration.runtime_data.session is None
-
-
-async def test_same_wake_word_twice_ends_the_second_turn_quietly(
-    hass: HomeAssistant,
-    voice: Voice,
-    init_integration: MockConfigEntry,
-    second_entry: MockConfigEntry,
-    simulators: Callable[..., SimulatedDevice],
-) -> None:
-    """Two boxes hear one wake word: one answers, the other goes quiet."""
-    first = simulators(ws_url=WS_URL, token=TOKEN, mic_speed=4.0)
-    second = simulators(ws_url=WS_URL, token=TOKEN2, mac=MAC2, mic_speed=4.0)
-    await first.wake("你好小智", SPEECH)
-    await second.wake("你好小智", SPEECH)
-    await closed(first)
-    await closed(second)
-    answered = [device for device in (first, second) if device.tts_sentences]
-    assert len(answered) == 1
-    quiet = second if answered[0] is first else first
-    assert quiet.tts_sentences == []
-    assert quiet.state.emotion != "sad"
 
 
 async def test_device_gone_mid_turn(

@@ -25,6 +25,10 @@ class DeviceEventType(StrEnum):
     NOTIFICATION = "notification"
     MESSAGE = "message"
     TIMER_FINISHED = "timer_finished"
+    # Home Assistant's own decisions about a wake word (``voice/``).
+    WAKE_WON = "wake_won"
+    WAKE_STOOD_DOWN = "wake_stood_down"
+    FALSE_WAKE = "false_wake"
 
 
 class Activity(StrEnum):

@@ -46,7 +46,7 @@ async def async_answer(
     satellite_id: str | None,
 ) -> str:
     """Return the answer of the device's pipeline's agent to ``text``."""
-    pipeline = _chosen_pipeline(hass, pipeline_entity_id)
+    pipeline = chosen_pipeline(hass, pipeline_entity_id)
     language = pipeline.conversation_language
     if language == "*":  # any language: the one the pipeline speaks
         language = pipeline.language
@@ -63,7 +63,7 @@ async def async_answer(
     return str(result.response.speech.get("plain", {}).get("speech", ""))
 
 
-def _chosen_pipeline(
+def chosen_pipeline(
     hass: HomeAssistant, pipeline_entity_id: str | None
 ) -> assist_pipeline.Pipeline:
     """Return the pipeline chosen in the device's select (or the preferred)."""

@@ -1,0 +1,220 @@
+"""Whether a box that starts listening answers: its area's say, its wake word's.
+
+The satellite passes the device's wake word, microphone and ``listen start``
+here. A box that starts a conversation takes part in its area's arbitration
+(``arbiter.py``) when other XiaoZhi boxes share the area; with the device's
+false-wake check on, its pre-roll is checked first (``wake_check.py``). The
+microphone is held meanwhile (:class:`EarlyAudio`), and the turn gets every
+packet once the box may answer. A box that may not is sent back to idle.
+A box with nothing to decide starts at once.
+"""
+
+import asyncio
+from collections.abc import Callable, Coroutine
+from typing import Any, Protocol
+
+from homeassistant.components.assist_pipeline import PipelineNotFound
+from homeassistant.core import HomeAssistant, callback
+
+from ..const import LOGGER
+from ..protocol import DeviceEvent, DeviceEventType
+from ..protocol.audio.preroll import EarlyAudio, HeldAudio
+from ..protocol.audio.wake import decode_preroll
+from .arbiter import WakeArbiter, WakeClaim
+from .typed import chosen_pipeline
+from .wake_check import async_check_wake
+
+
+class GateHost(Protocol):
+    """The device a gate decides for (its runtime)."""
+
+    @property
+    def name(self) -> str:
+        """Return the device's name."""
+
+    @property
+    def device_id(self) -> str | None:
+        """Return its Home Assistant device."""
+
+    @property
+    def wake_group(self) -> str | None:
+        """Return the area whose boxes compete with it (None: nobody)."""
+
+    @property
+    def checks_false_wakes(self) -> bool:
+        """Return True when its wake words are checked first."""
+
+    def async_fire_event(self, event: DeviceEvent) -> None:
+        """Fire one of its events."""
+
+
+type TurnStarter = Callable[[str | None, list[bytes], bool], None]
+
+
+class WakeGate:
+    """Holds a box's start until it may answer; starts its turn, or stands it down."""
+
+    def __init__(
+        self,
+        hass: HomeAssistant,
+        host: GateHost,
+        arbiter: WakeArbiter,
+        *,
+        pipeline_entity: Callable[[], str | None],
+        start_turn: TurnStarter,
+        stand_down: Callable[[], Coroutine[Any, Any, None]],
+    ) -> None:
+        """Decide for ``host``.
+
+        ``start_turn(wake, live audio, stopped)`` starts the turn (stopped:
+        push-to-talk let go meanwhile); ``stand_down`` ends the conversation.
+        """
+        self._hass = hass
+        self._host = host
+        self._arbiter = arbiter
+        self._pipeline_entity = pipeline_entity
+        self._start_turn = start_turn
+        self._stand_down = stand_down
+        self._early = EarlyAudio()
+        self._wake: str | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._stopped = False
+        # A conversation is on: a listen start continues it, no new wake.
+        self.conversing = False
+
+    @property
+    def deciding(self) -> bool:
+        """Return True while a start waits for its decision.
+
+        (A decision that needed no wait was taken as the task started.)
+        """
+        return self._task is not None and not self._task.done()
+
+    # --- what the device does ---------------------------------------------
+
+    @callback
+    def wake_word(self, text: str | None) -> None:
+        """Take ``listen detect``: its pre-roll came before it."""
+        self._wake = text
+        self._early.mark_detect(self._hass.loop.time())
+
+    @callback
+    def audio(self, payload: bytes) -> None:
+        """Hold a microphone packet that came before the turn started."""
+        self._early.add(self._hass.loop.time(), payload)
+
+    @callback
+    def listening_stopped(self) -> None:
+        """Take ``listen stop`` (push-to-talk let go)."""
+        self._stopped = True
+
+    @callback
+    def listening_started(self, *, asked: bool) -> None:
+        """Take ``listen start``; ``asked``: Home Assistant asked a question."""
+        if self.deciding:
+            return  # deciding already
+        wake, self._wake = self._wake, None
+        self._early.mark_start(self._hass.loop.time())
+        # A listen start inside a conversation continues it: no new wake.
+        starts = not asked and (wake is not None or not self.conversing)
+        group = self._host.wake_group if starts else None
+        check = starts and wake is not None and self._host.checks_false_wakes
+        self._stopped = False
+        if group is None and not check:
+            self._begin(wake)
+            return
+        self._task = self._hass.async_create_background_task(
+            self._async_decide(wake, group, check=check),
+            f"xiaozhi wake word of {self._host.name}",
+        )
+
+    @callback
+    def reset(self) -> None:
+        """Forget everything: the device's audio is gone, or moved on."""
+        if self._task is not None:
+            self._task.cancel()
+            self._task = None
+        self._early.clear()
+        self._wake = None
+
+    # --- deciding ---------------------------------------------------------
+
+    @callback
+    def _begin(self, wake: str | None) -> None:
+        held = self._held()
+        self.conversing = True
+        self._start_turn(wake, held.live, self._stopped)
+
+    def _held(self) -> HeldAudio:
+        held = self._early.split()
+        self._early.clear()
+        return held
+
+    async def _async_decide(
+        self, wake: str | None, group: str | None, *, check: bool
+    ) -> None:
+        claim: WakeClaim | None = None
+        try:
+            if group is not None:
+                claim = WakeClaim(
+                    device_id=self._host.device_id or self._host.name,
+                    name=self._host.name,
+                    deliberate=wake is None,
+                    preroll=lambda: self._early.split().preroll,
+                    report=self._report,
+                )
+                if not await self._arbiter.claim(group, claim):
+                    LOGGER.debug("%s stands down for another box", self._host.name)
+                    await self._async_stand_down()
+                    return
+            if check and wake is not None and await self._async_false_wake(wake):
+                await self._async_stand_down()
+                return
+        except asyncio.CancelledError:
+            if claim is not None:
+                self._arbiter.withdraw(claim)
+            raise
+        self._task = None
+        self._begin(wake)
+
+    async def _async_stand_down(self) -> None:
+        """Send the device back to idle without a word.
+
+        Decided: the link closing on the way (WebSocket) does not cancel it.
+        """
+        self._task = None
+        self._early.clear()
+        await self._stand_down()
+
+    @callback
+    def _report(self, won: bool, data: dict[str, object]) -> None:
+        """Fire the outcome of a wake word that several boxes of the area heard."""
+        kind = DeviceEventType.WAKE_WON if won else DeviceEventType.WAKE_STOOD_DOWN
+        self._host.async_fire_event(DeviceEvent(type=kind, data=dict(data)))
+
+    async def _async_false_wake(self, wake: str) -> bool:
+        """Return True, and say so, when the pre-roll does not hold ``wake``."""
+        preroll = self._early.split().preroll
+        if not preroll:
+            return False  # nothing to check: the board keeps no pre-roll
+        try:
+            pipeline = chosen_pipeline(self._hass, self._pipeline_entity())
+        except PipelineNotFound:
+            return False  # the turn says why it cannot answer
+        pcm = await self._hass.async_add_executor_job(decode_preroll, preroll)
+        name = self._host.name
+        result = await async_check_wake(self._hass, pipeline, pcm, wake, name)
+        if result.false_wake:
+            LOGGER.info(
+                "%s: false wake (heard %r, not %r); not answering",
+                name,
+                result.heard,
+                wake,
+            )
+            self._host.async_fire_event(
+                DeviceEvent(
+                    type=DeviceEventType.FALSE_WAKE,
+                    data={"heard": result.heard, "wake_word": wake},
+                )
+            )
+        return result.false_wake
