@@ -7,6 +7,7 @@ is given over HTTP, checks the length and the chip, and reboots into it.
 
 from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 from aiohttp import web
@@ -23,8 +24,12 @@ from homeassistant.core import Event, HomeAssistant, callback
 from homeassistant.exceptions import HomeAssistantError
 from homeassistant.helpers import entity_registry as er
 from homeassistant.helpers.entity_component import async_update_entity
+from homeassistant.util import dt as dt_util
 import pytest
-from pytest_homeassistant_custom_component.common import MockConfigEntry
+from pytest_homeassistant_custom_component.common import (
+    MockConfigEntry,
+    async_fire_time_changed,
+)
 
 from custom_components.xiaozhi.const import DOMAIN
 from custom_components.xiaozhi.firmware import install
@@ -480,3 +485,25 @@ async def test_a_device_back_on_its_old_version_fails_at_once(
     assert err.value.translation_placeholders["installed"] == "2.5.0"
     assert hass.loop.time() - started < 10  # not the five-minute wait
     await wait_for_runtime(init_integration.runtime_data, lambda m: m.connected)
+
+
+async def test_the_first_check_comes_a_minute_after_start(
+    hass: HomeAssistant,
+    init_integration: MockConfigEntry,
+    simulators: Callable[..., SimulatedDevice],
+    release_server: ReleaseServer,
+) -> None:
+    """Setup never waits on the release list; a minute later it is read."""
+    release_server.add("2.6.0", {f"v2.6.0_{BOARD}.zip": board_zip("2.6.0")})
+    await online(init_integration, simulators)
+    assert release_server.asked == 0
+    state = hass.states.get(firmware_id(hass))
+    assert state is not None
+    assert state.attributes["latest_version"] is None
+    async_fire_time_changed(hass, dt_util.utcnow() + timedelta(seconds=61))
+    await hass.async_block_till_done()
+    assert release_server.asked == 1
+    state = hass.states.get(firmware_id(hass))
+    assert state is not None
+    assert state.attributes["latest_version"] == "2.6.0"
+    assert state.state == STATE_ON

@@ -7,7 +7,7 @@ version (``SPECIFIC_VERSION``) is how to go back. Installing checks the
 image for the device first and succeeds only once the device runs it.
 """
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, override
 
 from homeassistant.components.update import (
@@ -71,12 +71,13 @@ class XiaozhiFirmwareUpdate(XiaozhiEntity, UpdateEntity):
         """Check for releases a minute from now, then every few hours."""
         await super().async_added_to_hass()
         self.async_on_remove(
-            async_call_later(
-                self.hass,
-                FIRST_CHECK_DELAY,
-                lambda _now: self.async_schedule_update_ha_state(force_refresh=True),
-            )
+            async_call_later(self.hass, FIRST_CHECK_DELAY, self._async_first_check)
         )
+
+    @callback
+    def _async_first_check(self, _now: datetime) -> None:
+        """Look for releases once Home Assistant has settled (on the loop)."""
+        self.async_schedule_update_ha_state(force_refresh=True)
 
     @property
     @override
