@@ -9,6 +9,7 @@ from custom_components.xiaozhi.protocol.audio.ogg import encode_ogg_opus
 from custom_components.xiaozhi.protocol.audio.preroll import (
     EARLY_WINDOW,
     MAX_HELD,
+    MAX_PREROLL,
     PREROLL_PACKETS,
     EarlyAudio,
     HeldAudio,
@@ -62,6 +63,33 @@ def test_a_pre_roll_overtaken_by_detect() -> None:
     held = early.split()
     assert held.preroll == [b"pre"] * 30
     assert held.live == [b"live1", b"live2"]
+
+
+def test_a_pre_roll_split_around_detect() -> None:
+    """Part of the burst before detect, its end after it: one pre-roll."""
+    early = EarlyAudio()
+    for index in range(20):
+        early.add(1.0 + index * 0.0001, b"pre")
+    early.mark_detect(1.01)
+    early.mark_start(1.01)
+    for index in range(14):
+        early.add(1.02 + index * 0.0001, b"end")
+    early.add(1.08, b"live1")  # a frame later
+    held = early.split()
+    assert held.preroll == [b"pre"] * 20 + [b"end"] * 14
+    assert held.live == [b"live1"]
+
+
+def test_a_pre_roll_takes_no_more_than_two_seconds() -> None:
+    """Live packets bunched behind a late pre-roll stay live."""
+    early = EarlyAudio()
+    early.mark_detect(1.0)
+    early.mark_start(1.0)
+    for index in range(MAX_PREROLL + 3):
+        early.add(1.001 + index * 0.0001, b"%d" % index)
+    held = early.split()
+    assert len(held.preroll) == MAX_PREROLL
+    assert held.live == [b"%d" % index for index in range(MAX_PREROLL, MAX_PREROLL + 3)]
 
 
 def test_a_few_packets_are_no_pre_roll() -> None:

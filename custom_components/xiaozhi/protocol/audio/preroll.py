@@ -9,9 +9,14 @@ EARLY_WINDOW: Final = 0.5
 # Live audio comes one packet per frame (60 ms); the pre-roll comes as a
 # burst, packets closer together than this.
 BURST_GAP: Final = 0.01
-# A pre-roll is a burst this long at least: the firmware's two seconds of
-# 60 ms frames are 33 packets.
+# A pre-roll is a burst this long at least, and this long at most: the
+# firmware's two seconds of 60 ms frames are 33 or 34 packets.
 PREROLL_PACKETS: Final = 8
+MAX_PREROLL: Final = 36
+# A pre-roll's end that travelled apart from detect (UDP against MQTT) comes
+# this soon after it; the first live frame is captured 60 ms after listen
+# start, which follows detect at once.
+LATE_PREROLL: Final = 0.04
 # How far back the pre-roll may reach from ``listen start`` (firmware: 2 s).
 PREROLL_SPAN: Final = 3.0
 # What is held at most while a turn waits to start: 30 s of 60 ms frames.
@@ -79,9 +84,23 @@ class EarlyAudio:
         rest = [(when, payload) for when, phase, payload in self._held if phase]
         preroll: list[bytes] = []
         if detected is not None:
-            preroll = [
+            timed = [
                 payload for when, payload in before if detected - when <= PREROLL_SPAN
             ]
+            # Over MQTT + UDP the pre-roll's end can come after detect: the
+            # packets right after it, back to back, up to two seconds' worth.
+            tail, previous, gap = 0, detected, LATE_PREROLL
+            while (
+                tail < len(rest)
+                and len(timed) + tail < MAX_PREROLL
+                and rest[tail][0] - previous < gap
+            ):
+                previous, gap = rest[tail][0], BURST_GAP
+                tail += 1
+            preroll = timed + [payload for _, payload in rest[:tail]]
+            rest = rest[tail:]
+            if len(preroll) < PREROLL_PACKETS:
+                preroll = []  # a packet or two, not a wake word's pre-roll
         else:
             # No wake word: live packets that overtook listen start are at
             # the end of what came before it; older ones are left over.
@@ -92,16 +111,6 @@ class EarlyAudio:
                     break
                 live_from -= 1
             rest = before[live_from:] + rest
-        if detected is not None and len(preroll) < PREROLL_PACKETS:
-            # A pre-roll overtaken by detect arrives as a burst after it.
-            burst = 1
-            while burst < len(rest) and rest[burst][0] - rest[burst - 1][0] < BURST_GAP:
-                burst += 1
-            if burst >= PREROLL_PACKETS:
-                preroll = [payload for _, payload in rest[:burst]]
-                rest = rest[burst:]
-            else:
-                preroll = []  # a packet or two, not a wake word's pre-roll
         return HeldAudio(preroll, [payload for _, payload in rest])
 
     def clear(self) -> None:
