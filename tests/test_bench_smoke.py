@@ -38,7 +38,7 @@ def test_bench_smoke(tmp_path: Path) -> None:
             "bench",
             "--smoke",
             "--only",
-            "toolcall,handshake,scale,mqtt,voice,soak",
+            "toolcall,handshake,scale,mqtt,voice,arbitration,soak",
             "--output",
             str(output),
         ],
@@ -94,6 +94,25 @@ def test_bench_smoke(tmp_path: Path) -> None:
     assert _is_number(voice["codec"]["conversation"])
     assert voice["udp"]["many"]["played_frames"] > 0
     assert _is_number(voice["udp"]["latency"]["text_to_tts_start_ms"]["p50"])
+
+    arbitration = results["arbitration"]
+    start = arbitration["start"]
+    assert start["rounds"] == 1
+    for variant in ("detect", "detect_alone", "no_detect", "no_detect_alone"):
+        assert start["delay_ms"][variant]["n"] == 1
+        assert _is_number(start["delay_ms"][variant]["p50"])
+    for variant in ("detect", "no_detect"):
+        assert _is_number(start["added_ms"][variant]["p50"])
+    assert start["arbitrated"] == 2
+    assert start["frames"]["sent"] > 0
+    burst = arbitration["burst"]
+    assert burst["groups"] == 2
+    assert burst["boxes"] == 6
+    assert _is_number(burst["lag_ms"]["p99"])
+    assert isinstance(burst["nearest_answered"], int)
+    assert burst["stood_down"] + burst["answered"] == 6
+    assert burst["frames"]["sent"] > 0
+    assert isinstance(burst["frames"]["lost"], int)
 
     mqtt = results["mqtt"]
     assert _is_number(mqtt["endpoint"]["rss_kb"])

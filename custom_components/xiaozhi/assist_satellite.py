@@ -360,9 +360,12 @@ class XiaozhiAssistSatellite(XiaozhiEntity, AssistSatelliteEntity):
         """Answer a question typed on a text client, aloud, then end.
 
         The agent of the device's pipeline answers the text (no speech to
-        text); the answer is spoken and shown like an announcement.
+        text); the answer is spoken and shown like an announcement. A turn
+        still listening (py-xiaozhi listens before it sends the text) is
+        dropped with its run: half a sentence must not reach the agent.
         """
-        self._cancel_turn()
+        if (turn := self._turn) is not None:
+            self._drop_turn(turn)
         self._gate.reset()
         self.runtime.entry.async_create_background_task(
             self.hass,

@@ -60,6 +60,7 @@ from .protocol import (
     Link,
     Tool,
 )
+from .protocol.audio.preroll import BURST_GAP, PREROLL_PACKETS
 from .settings import server_settings_of
 from .texts import async_device_text
 from .voice.channel import VoiceChannel
@@ -68,8 +69,8 @@ from .voice.typed import is_typed_question
 
 type XiaozhiConfigEntry = ConfigEntry[XiaozhiRuntime]
 
-# A detect within this many seconds of microphone audio follows a pre-roll:
-# it is a wake word, whatever its text.
+# A detect within this many seconds of a pre-roll (a burst of microphone
+# packets) is a wake word, whatever its text.
 PREROLL_WINDOW: Final = 3.0
 ABORT_WAKE_WORD: Final = "wake_word_detected"
 
@@ -120,7 +121,11 @@ class XiaozhiRuntime:
         self.pending_firmware: PendingInstall | None = None
         self._channel: VoiceChannel | None = None
         self._pending_link: LinkInfo | None = None
-        self._mic_heard_at = -PREROLL_WINDOW  # when microphone audio came last
+        # Microphone packets back to back so far, and when a burst as long as
+        # a wake word's pre-roll came last (live audio is one per frame).
+        self._burst = 0
+        self._mic_heard_at = -PREROLL_WINDOW
+        self._preroll_at = -PREROLL_WINDOW
         self._shutting_down = False
 
     async def async_setup(self) -> None:
@@ -448,8 +453,8 @@ class XiaozhiRuntime:
                 text := str(event.data.get("text") or ""), self.entry_data.wake_word
             )
             # A wake word comes after the audio from before it (the pre-roll);
-            # a text client sends no audio first.
-            and self.hass.loop.time() - self._mic_heard_at > PREROLL_WINDOW
+            # a text client sends none (py-xiaozhi streams live audio first).
+            and not self._heard_preroll
         ):
             # Not a wake word: a question typed on a text client.
             LOGGER.debug("%s: typed question %r", self.name, text)
@@ -470,13 +475,20 @@ class XiaozhiRuntime:
         self.async_fire_event(event)
         self.voice_router.event(event, self._channel)
 
+    @property
+    def _heard_preroll(self) -> bool:
+        """Return True when a wake word's pre-roll came just now."""
+        return self.hass.loop.time() - self._preroll_at <= PREROLL_WINDOW
+
     @callback
     def _record(self, event: DeviceEvent) -> None:
         """Keep what a voice event says about the device."""
         data = self.entry_data
         match event.type:
             case DeviceEventType.WAKE_WORD:
-                if text := str(event.data.get("text") or ""):
+                # Only the firmware's wake word engine sends its pre-roll: a
+                # text client's greeting ("hi") is not the device's wake word.
+                if (text := str(event.data.get("text") or "")) and self._heard_preroll:
                     data.async_set_wake_word(text)
             case DeviceEventType.LISTENING_STARTED:
                 mode = event.data.get("mode")
@@ -498,7 +510,12 @@ class XiaozhiRuntime:
     def session_audio(self, session: DeviceSession, payload: bytes) -> None:
         """Pass microphone audio to the voice assistant."""
         if session is self.session:
-            self._mic_heard_at = self.hass.loop.time()
+            now = self.hass.loop.time()
+            back_to_back = now - self._mic_heard_at < BURST_GAP
+            self._burst = self._burst + 1 if back_to_back else 1
+            self._mic_heard_at = now
+            if self._burst >= PREROLL_PACKETS:
+                self._preroll_at = now
             self.voice_router.audio(payload)
 
     @callback

@@ -92,6 +92,19 @@ def test_a_pre_roll_takes_no_more_than_two_seconds() -> None:
     assert held.live == [b"%d" % index for index in range(MAX_PREROLL, MAX_PREROLL + 3)]
 
 
+def test_the_first_live_frame_soon_after_detect_stays_live() -> None:
+    early = EarlyAudio()
+    for index in range(34):
+        early.add(1.0 + index * 0.0001, b"pre")
+    early.mark_detect(1.01)
+    early.mark_start(1.01)
+    early.add(1.02, b"live1")
+    early.add(1.035, b"live2")
+    held = early.split()
+    assert held.preroll == [b"pre"] * 34
+    assert held.live == [b"live1", b"live2"]
+
+
 def test_a_few_packets_are_no_pre_roll() -> None:
     """A detect without its pre-roll (no cache) is not ranked as having one."""
     early = EarlyAudio()

@@ -161,6 +161,28 @@ async def test_a_box_that_goes_away_takes_no_part(
     judge.withdraw(gone_claim)  # twice: nothing happens
 
 
+async def test_a_box_whose_wait_is_cancelled_takes_no_part(
+    arbiter: Callable[..., WakeArbiter],
+) -> None:
+    """Its link closed while it waited: it is not reported as stood down."""
+    reports: Reports = []
+    judge = arbiter()
+    gone_claim = claim("gone", reports, loudness=-5.0)
+
+    async def wait() -> bool:
+        return await judge.claim("hall", gone_claim)
+
+    waiting = asyncio.create_task(wait())
+    await asyncio.sleep(0)
+    stays = judge.claim("hall", claim("stays", reports, loudness=-40.0))
+    waiting.cancel()
+    await asyncio.sleep(0)
+    judge.withdraw(gone_claim)
+    assert await stays
+    await asyncio.sleep(0.1)
+    assert reports == []
+
+
 async def test_a_round_everyone_left_decides_nothing(
     arbiter: Callable[..., WakeArbiter],
 ) -> None:

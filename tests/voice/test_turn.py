@@ -15,7 +15,7 @@ from custom_components.xiaozhi.const import DOMAIN
 from custom_components.xiaozhi.voice import turn as turn_module
 from custom_components.xiaozhi.voice.typed import is_typed_question
 from simulator import SimulatedDevice
-from simulator.voice import dominant_frequency, silence, tone
+from simulator.voice import MicEncoder, dominant_frequency, silence, tone
 from tests.conftest import MAC, TOKEN, WS_URL, wait_for_runtime
 from tests.voice.conftest import Voice, loud, satellite_id
 
@@ -547,6 +547,31 @@ async def test_a_typed_question_is_answered_aloud(
     assert runtime.entry_data.wake_word is None  # a question is no wake word
     assert runtime.entry_data.last_heard == "What time is it in Paris?"
     assert runtime.entry_data.last_reply == "Sure, done 😊"
+
+
+async def test_a_question_typed_while_the_microphone_streams(
+    hass: HomeAssistant,
+    voice: Voice,
+    init_integration: MockConfigEntry,
+    talker: SimulatedDevice,
+) -> None:
+    """py-xiaozhi starts listening and streams before its typed detect.
+
+    Live audio is no pre-roll: the sentence is still a question, answered,
+    and it does not become the device's wake word.
+    """
+    await voice.use_agent()
+    voice.tts.seconds = 0.3
+    voice.stt.delay = 1.0  # whatever it heard, it is still listening
+    await talker.wake("你好小智", b"", detect=False)
+    for packet in MicEncoder().frames(tone(440, 0.3)):
+        await talker.send_audio_packet(packet)
+        await asyncio.sleep(0.02)  # live audio: one packet per frame, not a burst
+    await talker.send_listen("detect", text="What time is it in Paris?")
+    await talker.wait_for(lambda: "Sure, done 😊" in talker.tts_sentences, timeout=15)
+    # Only the typed question reached the agent, not what the mic heard.
+    assert [turn.text for turn in voice.agent.inputs] == ["What time is it in Paris?"]
+    assert init_integration.runtime_data.entry_data.wake_word is None
 
 
 @pytest.mark.parametrize(

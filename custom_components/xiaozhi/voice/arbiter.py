@@ -94,8 +94,9 @@ class WakeArbiter:
 
     def withdraw(self, claim: WakeClaim) -> None:
         """Take back a claim whose box went away before the decision."""
-        if claim.decision.done():
+        if claim.decision.done() and not claim.decision.cancelled():
             return  # decided: it took part
+        # (A box whose wait was cancelled cancelled its decision with it.)
         for round_ in self._rounds.values():
             if claim in round_.claims:
                 round_.claims.remove(claim)

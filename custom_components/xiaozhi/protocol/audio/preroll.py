@@ -97,6 +97,8 @@ class EarlyAudio:
             ):
                 previous, gap = rest[tail][0], BURST_GAP
                 tail += 1
+            if tail < 2:
+                tail = 0  # one packet is no burst: the first live frame
             preroll = timed + [payload for _, payload in rest[:tail]]
             rest = rest[tail:]
             if len(preroll) < PREROLL_PACKETS:
