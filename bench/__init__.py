@@ -2,7 +2,7 @@
 
 How to reproduce::
 
-    scripts/bench              # full run: about three minutes on 2 CPUs
+    scripts/bench              # full run: about five minutes on 2 CPUs
     scripts/bench --smoke      # tiny sizes, to check that everything works
     scripts/bench --only toolcall,handshake --profile   # with cProfile output
     scripts/bench --only scale --sizes 500 --devices inline
@@ -39,7 +39,14 @@ other load on the machine shifts both alike:
   ``tts start``, the reply's first bytes to its first frame), and 20
   conversations at once against simulated devices that play in real time
   (event-loop lag, frames the devices dropped). Its engines and agent are
-  the test suite's fakes, so only the integration's share is measured.
+  the test suite's fakes, so only the integration's share is measured;
+* wake word arbitration (:mod:`bench.arbitration`): what picking one box of
+  an area adds to the winner's start (listen start to speech-to-text's first
+  audio) against the same box alone in its area, with and without
+  ``listen detect``; then 20 areas of three boxes waking at once over MQTT +
+  UDP: event-loop lag, whether the nearest box answered, the others back to
+  idle within a second, and every frame a winner said reaching
+  speech-to-text.
 
 Absolute times depend on the machine; the ratios are what to compare.
 """

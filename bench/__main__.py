@@ -20,7 +20,18 @@ from typing import Any
 import aiohttp
 from homeassistant import const as ha_const
 
-from . import handshake, harness, media, mqtt, scale, soak, toolcall, update, voice
+from . import (
+    arbitration,
+    handshake,
+    harness,
+    media,
+    mqtt,
+    scale,
+    soak,
+    toolcall,
+    update,
+    voice,
+)
 from .device import DeviceScript, build_script
 from .report import format_report, judge
 
@@ -31,12 +42,21 @@ BENCHMARKS = (
     "scale",
     "mqtt",
     "voice",
+    "arbitration",
     "update",
     "media",
     "soak",
 )
 # The soak and media (a 10-minute stream) take minutes: run them with --only.
-DEFAULT = ("toolcall", "handshake", "scale", "mqtt", "voice", "update")
+DEFAULT = (
+    "toolcall",
+    "handshake",
+    "scale",
+    "mqtt",
+    "voice",
+    "arbitration",
+    "update",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +85,8 @@ class Sizes:
     media_song_s: float = 10.0
     media_stream_s: float = 600.0
     update_devices: int = 10
+    arbitration_rounds: int = 8
+    arbitration_groups: int = 20
 
 
 FULL = Sizes(
@@ -104,6 +126,8 @@ SMOKE = Sizes(
     media_song_s=1.0,
     media_stream_s=2.0,
     update_devices=2,
+    arbitration_rounds=1,
+    arbitration_groups=2,
 )
 
 
@@ -260,6 +284,12 @@ def main(argv: list[str] | None = None) -> int:
                 codec_seconds=sizes.voice_codec_seconds,
                 turns=sizes.voice_turns,
                 conversations=sizes.voice_conversations,
+            )
+        )
+    if "arbitration" in names:
+        results["arbitration"] = harness.run(
+            lambda: arbitration.measure(
+                rounds=sizes.arbitration_rounds, groups=sizes.arbitration_groups
             )
         )
     if "update" in names:

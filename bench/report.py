@@ -35,6 +35,50 @@ def _voice(*keys: str) -> Getter:
     return get
 
 
+def _arbitration(*keys: str) -> Getter:
+    def get(results: dict[str, Any]) -> float | None:
+        value: Any = results.get("arbitration")
+        for key in keys:
+            if not isinstance(value, dict) or key not in value:
+                return None
+            value = value[key]
+        return float(value)
+
+    return get
+
+
+def _wrong_picks(results: dict[str, Any]) -> float | None:
+    data = results.get("arbitration")
+    if not data:
+        return None
+    start, burst = data["start"], data["burst"]
+    return float(
+        start["arbitrated"]
+        - start["nearest_answered"]
+        + burst["groups"]
+        - burst["nearest_answered"]
+    )
+
+
+def _not_idle(results: dict[str, Any]) -> float | None:
+    data = results.get("arbitration")
+    if not data:
+        return None
+    burst = data["burst"]
+    expected = burst["boxes"] - burst["groups"]
+    return float(expected - burst["idle_within_1s"])
+
+
+def _winner_frames(key: str) -> Getter:
+    def get(results: dict[str, Any]) -> float | None:
+        data = results.get("arbitration")
+        if not data:
+            return None
+        return float(data["start"]["frames"][key] + data["burst"]["frames"][key])
+
+    return get
+
+
 def _lost(results: dict[str, Any]) -> float | None:
     runs = results.get("scale")
     if not runs:
@@ -59,6 +103,13 @@ REPORTED: list[tuple[str, Getter, str, float, str]] = [
         "<",
         1.5,
         "x",
+    ),
+    (
+        "arbitration: added to a wake word start, p50",
+        _arbitration("start", "added_ms", "detect", "p50"),
+        "<=",
+        300.0,
+        " ms",
     ),
 ]
 
@@ -203,6 +254,48 @@ TARGETS: list[tuple[str, Getter, str, float, str]] = [
         _voice("udp", "latency", "text_to_tts_start_ms", "p50"),
         "<=",
         20.0,
+        " ms",
+    ),
+    (
+        "arbitration: added to a start without detect, p50",
+        _arbitration("start", "added_ms", "no_detect", "p50"),
+        "<=",
+        20.0,
+        " ms",
+    ),
+    (
+        "arbitration: rounds where another box than the nearest answered",
+        _wrong_picks,
+        "==",
+        0.0,
+        "",
+    ),
+    (
+        "arbitration: stood-down boxes not idle within 1 s, areas at once",
+        _not_idle,
+        "==",
+        0.0,
+        "",
+    ),
+    (
+        "arbitration: winners' frames lost before speech-to-text",
+        _winner_frames("lost"),
+        "==",
+        0.0,
+        "",
+    ),
+    (
+        "arbitration: frames speech-to-text heard that were not said",
+        _winner_frames("extra"),
+        "==",
+        0.0,
+        "",
+    ),
+    (
+        "arbitration: event loop lag p99, areas waking at once",
+        _arbitration("burst", "lag_ms", "p99"),
+        "<",
+        50.0,
         " ms",
     ),
     (
@@ -536,6 +629,83 @@ def voice_rows(data: dict[str, Any]) -> list[str]:
     ]
 
 
+def _frames_row(frames: dict[str, Any]) -> str:
+    return (
+        f"winners' frames after listen start: sent {frames['sent']}, heard "
+        f"{frames['heard']}, lost {frames['lost']} ({frames['winners_losing']} "
+        f"winners), not said {frames['extra']} ({frames['winners_with_extra']} "
+        f"winners); tone heard whole {frames['tone_whole']} of {frames['winners']}"
+    )
+
+
+def arbitration_rows(data: dict[str, Any]) -> list[str]:
+    """Return the printed lines of the wake word arbitration results."""
+    start, burst = data["start"], data["burst"]
+    delay, added = start["delay_ms"], start["added_ms"]
+    frames, heard = start["frames"], burst["frames"]
+    rows = [
+        (
+            f"Wake word arbitration (window {_num(data['window_ms'], 0)} ms): 3 boxes "
+            f"of one area over WebSocket, the nearest woken "
+            f"{_num(start['later_ms'], 0)} ms after the others (its listen start "
+            f"{_num(start['nearest_after_first_ms']['p50'], 0)} ms after the "
+            f"first), {start['rounds']} rounds; baseline: the same box alone in "
+            "its area"
+        ),
+        (
+            f"  {'listen start -> first audio at speech-to-text, ms':<52}"
+            f"{'p50':>8}{'p99':>8}{'n':>4}"
+        ),
+    ]
+    labels = {
+        "detect": "wake word (detect), arbitrated",
+        "detect_alone": "wake word (detect), alone (baseline)",
+        "no_detect": "start without detect, arbitrated",
+        "no_detect_alone": "start without detect, alone (baseline)",
+    }
+    for key, label in labels.items():
+        s = delay[key]
+        rows.append(f"  {label:<52}{_num(s['p50']):>8}{_num(s['p99']):>8}{s['n']:>4}")
+    past = start["past_window_ms"]
+    rows += [
+        (
+            f"  added, ms p50 / p99: wake word {_num(added['detect']['p50'])} / "
+            f"{_num(added['detect']['p99'])} (first audio "
+            f"{_num(past['p50'])} / {_num(past['p99'])} after the window closed), "
+            f"without detect {_num(added['no_detect']['p50'])} / "
+            f"{_num(added['no_detect']['p99'])}"
+        ),
+        (
+            f"  nearest answered {start['nearest_answered']} of "
+            f"{start['arbitrated']}; {_frames_row(frames)}"
+        ),
+        (
+            f"  {burst['groups']} areas x 3 boxes at once over MQTT + UDP (listen "
+            f"starts within {_num(burst['listen_starts_span_ms'], 0)} ms, an area's "
+            f"within {_num(burst['group_spread_ms']['max'], 0)}): lag p50 / p99 "
+            f"{_num(burst['lag_ms']['p50'], 2)} / {_num(burst['lag_ms']['p99'], 2)} "
+            f"ms (max {_num(burst['lag_ms']['max'])})"
+        ),
+        (
+            f"  nearest answered {burst['nearest_answered']} of {burst['groups']} "
+            "(it wakes last in its area); UDP datagrams dropped by the kernel at "
+            f"Home Assistant's socket (buffer full) "
+            f"{_num(burst['udp_dropped_by_kernel'])}"
+        ),
+        (
+            f"  stood down {burst['stood_down']}, idle within 1 s "
+            f"{burst['idle_within_1s']} (p99 {_num(burst['idle_after_ms']['p99'], 0)}"
+            f" ms); winner's listen start -> first audio p50 / p99 "
+            f"{_num(burst['start_to_audio_ms']['p50'])} / "
+            f"{_num(burst['start_to_audio_ms']['p99'])} ms (after the window "
+            f"{_num(burst['past_window_ms']['p50'])} / "
+            f"{_num(burst['past_window_ms']['p99'])})"
+        ),
+        f"  {_frames_row(heard)}",
+    ]
+    return rows
+
+
 def format_report(results: dict[str, Any]) -> str:
     """Return the human-readable table of a run."""
     meta = results["meta"]
@@ -558,6 +728,8 @@ def format_report(results: dict[str, Any]) -> str:
         rows += [*mqtt_rows(results["mqtt"]), ""]
     if "voice" in results:
         rows += [*voice_rows(results["voice"]), ""]
+    if "arbitration" in results:
+        rows += [*arbitration_rows(results["arbitration"]), ""]
     if "update" in results:
         data = results["update"]
         rows += [
