@@ -334,3 +334,38 @@ def test_opus_duration(packet: bytes, duration: float | None) -> None:
 
 def test_every_microphone_frame_is_sixty_ms() -> None:
     assert {opus_duration_ms(frame) for frame in FRAMES} == {60.0}
+
+
+async def test_a_burst_is_read_in_one_pass(endpoint: UdpEndpoint) -> None:
+    """What waits on the socket is read at once, not a datagram per loop pass.
+
+    Two seconds of pre-roll from several devices come together; read one by
+    one they would fall behind their devices' MQTT messages.
+    """
+    assert endpoint.port is not None
+    stray = HEADER.pack(udp.PACKET_TYPE, 0, 4, 0x1234, 0, 1) + b"opus"
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sender:
+        for _ in range(udp.READ_BATCH):
+            sender.sendto(stray, ("127.0.0.1", endpoint.port))
+    for _ in range(2):  # the pass that reads, and the one that resumes here
+        await asyncio.sleep(0)
+    assert endpoint.unknown == udp.READ_BATCH
+
+
+async def test_a_stopped_endpoint_sends_and_reads_nothing(
+    endpoint: UdpEndpoint,
+) -> None:
+    endpoint.stop()
+    assert endpoint.port is None
+    endpoint._read_ready()  # a pass already scheduled finds no socket
+    with pytest.raises(ConnectionError):
+        endpoint.sendto(b"x", ("127.0.0.1", 9))
+    endpoint.stop()  # twice: nothing happens
+
+
+async def test_a_port_in_use_is_refused(endpoint: UdpEndpoint) -> None:
+    other = UdpEndpoint()
+    assert endpoint.port is not None
+    with pytest.raises(OSError, match="in use"):
+        await other.start("127.0.0.1", endpoint.port)
+    assert other.port is None

@@ -12,7 +12,7 @@ BURST_GAP: Final = 0.01
 # A pre-roll is a burst this long at least, and this long at most: the
 # firmware's two seconds of 60 ms frames are 33 or 34 packets.
 PREROLL_PACKETS: Final = 8
-MAX_PREROLL: Final = 36
+MAX_PREROLL: Final = 34
 # A pre-roll's end that travelled apart from detect (UDP against MQTT) comes
 # this soon after it; the first live frame is captured 60 ms after listen
 # start, which follows detect at once.

@@ -30,9 +30,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 import logging
 import secrets
+import socket
 import struct
 import time
-from typing import Final, override
+from typing import Final
 
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
@@ -43,6 +44,10 @@ HEADER_SIZE: Final = HEADER.size
 PACKET_TYPE: Final = 0x01
 MAX_DATAGRAM: Final = 1500  # the device's receive buffer
 MAX_PAYLOAD: Final = MAX_DATAGRAM - HEADER_SIZE
+RECEIVE_SIZE: Final = 65536  # read whole whatever comes, to judge it whole
+# Datagrams read in one pass of the event loop at most: a few devices'
+# pre-rolls, without holding the loop up for long.
+READ_BATCH: Final = 64
 # A microphone makes 17 packets a second (60 ms), 50 with 20 ms frames; the
 # wake-word pre-roll arrives as a burst of about 33.
 RATE_PER_SECOND: Final = 100.0
@@ -353,21 +358,30 @@ class AudioChannel:
             self._endpoint.forget(self)
 
 
-class UdpEndpoint(asyncio.DatagramProtocol):
-    """The audio endpoint: one socket, channels found by ssrc."""
+class UdpEndpoint:
+    """The audio endpoint: one socket, channels found by ssrc.
+
+    asyncio's datagram transport reads one datagram per pass of the event
+    loop. Audio comes in bursts (a wake word's two-second pre-roll is 33
+    packets at once) from many devices: read one by one, they queue in the
+    kernel, fall behind the MQTT messages they came with, and overflow.
+    The endpoint reads what is waiting, up to :data:`READ_BATCH` datagrams
+    a pass.
+    """
 
     def __init__(self) -> None:
         """Start without channels."""
         self._channels: dict[int, AudioChannel] = {}
-        self._transport: asyncio.DatagramTransport | None = None
+        self._sock: socket.socket | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self.unknown = 0
 
     @property
     def port(self) -> int | None:
         """Return the port the endpoint listens on, once started."""
-        if self._transport is None:
+        if self._sock is None:
             return None
-        return int(self._transport.get_extra_info("sockname")[1])
+        return int(self._sock.getsockname()[1])
 
     @property
     def channels(self) -> int:
@@ -377,24 +391,43 @@ class UdpEndpoint(asyncio.DatagramProtocol):
     async def start(self, host: str, port: int) -> None:
         """Listen; raises OSError when the port cannot be bound."""
         loop = asyncio.get_running_loop()
-        await loop.create_datagram_endpoint(lambda: self, local_addr=(host, port))
+        sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        try:
+            sock.setblocking(False)
+            sock.bind((host, port))
+        except OSError:
+            sock.close()
+            raise
+        loop.add_reader(sock.fileno(), self._read_ready)
+        self._sock, self._loop = sock, loop
 
     def stop(self) -> None:
         """Close the socket and every channel."""
         for channel in list(self._channels.values()):
             channel.close()
-        if self._transport is not None:
-            self._transport.close()
-            self._transport = None
+        if self._sock is not None and self._loop is not None:
+            self._loop.remove_reader(self._sock.fileno())
+            self._sock.close()
+            self._sock = None
 
-    @override
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        if not isinstance(transport, asyncio.DatagramTransport):  # pragma: no cover
-            raise TypeError("the UDP endpoint needs a datagram transport")
-        self._transport = transport
+    def _read_ready(self) -> None:
+        """Take the datagrams waiting on the socket."""
+        sock = self._sock
+        for _ in range(READ_BATCH):
+            if sock is None or sock.fileno() < 0:
+                return
+            try:
+                data, addr = sock.recvfrom(RECEIVE_SIZE)
+            except BlockingIOError, InterruptedError:
+                return
+            except OSError as err:
+                # An ICMP error of an earlier send (a device gone): go on.
+                _LOGGER.debug("UDP receive error: %s", err)
+                continue
+            self.datagram_received(data, addr)
 
-    @override
     def datagram_received(self, data: bytes, addr: tuple[str | object, int]) -> None:
+        """Pass one datagram to its channel."""
         header = parse_header(data)
         channel = self._channels.get(header.ssrc) if header is not None else None
         if channel is None or header is None:
@@ -425,7 +458,16 @@ class UdpEndpoint(asyncio.DatagramProtocol):
             del self._channels[channel.ssrc]
 
     def sendto(self, packet: bytes, address: tuple[str, int]) -> None:
-        """Send a datagram; ConnectionError when the endpoint is stopped."""
-        if self._transport is None or self._transport.is_closing():
+        """Send a datagram; ConnectionError when the endpoint is stopped.
+
+        A datagram the socket cannot take now is dropped, as the network
+        would drop it: audio is paced, and late audio is no use.
+        """
+        if self._sock is None:
             raise ConnectionError("UDP endpoint stopped")
-        self._transport.sendto(packet, address)
+        try:
+            self._sock.sendto(packet, address)
+        except BlockingIOError, InterruptedError:
+            _LOGGER.debug("UDP send buffer full: a packet to %s dropped", address[0])
+        except OSError as err:
+            _LOGGER.debug("UDP send to %s failed: %s", address[0], err)
