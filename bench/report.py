@@ -23,9 +23,11 @@ def _scale_value(key: str, sub: str | None = None) -> Getter:
     return get
 
 
-def _voice(*keys: str) -> Getter:
+def _nested(bench: str, *keys: str) -> Getter:
+    """Return a getter of ``results[bench][key]...`` (None when missing)."""
+
     def get(results: dict[str, Any]) -> float | None:
-        value: Any = results.get("voice")
+        value: Any = results.get(bench)
         for key in keys:
             if not isinstance(value, dict) or key not in value:
                 return None
@@ -33,18 +35,14 @@ def _voice(*keys: str) -> Getter:
         return float(value)
 
     return get
+
+
+def _voice(*keys: str) -> Getter:
+    return _nested("voice", *keys)
 
 
 def _arbitration(*keys: str) -> Getter:
-    def get(results: dict[str, Any]) -> float | None:
-        value: Any = results.get("arbitration")
-        for key in keys:
-            if not isinstance(value, dict) or key not in value:
-                return None
-            value = value[key]
-        return float(value)
-
-    return get
+    return _nested("arbitration", *keys)
 
 
 def _wrong_picks(results: dict[str, Any]) -> float | None:
