@@ -28,7 +28,7 @@ from custom_components.xiaozhi.const import (
     EVENT_XIAOZHI,
 )
 from custom_components.xiaozhi.settings import CONF_WAKE_ARBITRATION
-from custom_components.xiaozhi.voice import wake_check
+from custom_components.xiaozhi.voice import gate, wake_check
 from custom_components.xiaozhi.voice.arbiter import ARBITRATION_WINDOW
 from simulator import SimulatedDevice
 from simulator.cli import client_id_for
@@ -463,3 +463,28 @@ async def test_a_check_that_cannot_finish_lets_the_turn_go_on(
         return
     await answered(device)
     speech_heard(voice)
+
+
+async def test_a_detect_long_before_its_start_is_no_wake_word(
+    hass: HomeAssistant,
+    voice: Voice,
+    boxes: Callable[..., Awaitable[list[MockConfigEntry]]],
+    devices: Callable[..., Awaitable[list[SimulatedDevice]]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """xiaozhi-sdk greets with a bare detect ("hi") after pairing.
+
+    A start long after it is a start without a wake word: it wins at once.
+    """
+    monkeypatch.setattr(gate, "DETECT_TO_START", 0.2)
+    entries = await boxes("Hall", "Hall")
+    greeter, other = await devices(entries)
+    await greeter.send_listen("detect", text="hi")
+    await asyncio.sleep(0.3)  # time passes: the detect belongs to no start
+    assert entries[0].runtime_data.entry_data.wake_word is None  # no wake word
+    await asyncio.gather(
+        other.wake("你好小智", SPEECH, loudness=-5.0),
+        after(0.05, greeter.wake("你好小智", SPEECH, detect=False)),
+    )
+    await stood_down(other, within=1.0)
+    await answered(greeter)

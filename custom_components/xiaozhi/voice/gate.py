@@ -11,7 +11,7 @@ A box with nothing to decide starts at once.
 
 import asyncio
 from collections.abc import Callable, Coroutine
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 from homeassistant.components.assist_pipeline import PipelineNotFound
 from homeassistant.core import HomeAssistant, callback
@@ -23,6 +23,10 @@ from ..protocol.audio.wake import decode_preroll
 from .arbiter import WakeArbiter, WakeClaim
 from .typed import chosen_pipeline
 from .wake_check import async_check_wake
+
+# The firmware sends listen start right after detect (over MQTT both travel
+# on one connection); a detect older than this belonged to no start.
+DETECT_TO_START: Final = 2.0
 
 
 class GateHost(Protocol):
@@ -77,6 +81,7 @@ class WakeGate:
         self._stand_down = stand_down
         self._early = EarlyAudio()
         self._wake: str | None = None
+        self._wake_at = 0.0
         self._task: asyncio.Task[None] | None = None
         self._stopped = False
         # A conversation is on: a listen start continues it, no new wake.
@@ -96,7 +101,8 @@ class WakeGate:
     def wake_word(self, text: str | None) -> None:
         """Take ``listen detect``: its pre-roll came before it."""
         self._wake = text
-        self._early.mark_detect(self._hass.loop.time())
+        self._wake_at = self._hass.loop.time()
+        self._early.mark_detect(self._wake_at)
 
     @callback
     def audio(self, payload: bytes) -> None:
@@ -113,8 +119,14 @@ class WakeGate:
         """Take ``listen start``; ``asked``: Home Assistant asked a question."""
         if self.deciding:
             return  # deciding already
+        now = self._hass.loop.time()
         wake, self._wake = self._wake, None
-        self._early.mark_start(self._hass.loop.time())
+        if wake is not None and now - self._wake_at > DETECT_TO_START:
+            # The firmware says listen start right after detect; this one
+            # belonged to no start (a text client's greeting).
+            wake = None
+            self._early.forget_detect()
+        self._early.mark_start(now)
         # A listen start inside a conversation continues it: no new wake.
         starts = not asked and (wake is not None or not self.conversing)
         group = self._host.wake_group if starts else None

@@ -65,6 +65,10 @@ class EarlyAudio:
             self._phase = _DETECTED
             self._detected_at = when
 
+    def forget_detect(self) -> None:
+        """Forget a ``detect`` that belonged to no start (it came long before)."""
+        self._detected_at = None
+
     def mark_start(self, when: float) -> None:
         """Note ``listen start``: what comes from now on is the turn's."""
         self._phase = _STARTED
