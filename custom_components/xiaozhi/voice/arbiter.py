@@ -52,9 +52,8 @@ type Measure = Callable[[list[bytes]], float | None]
 class _Round:
     """The boxes of one group that started within one window."""
 
-    def __init__(self, group: str, started: float) -> None:
+    def __init__(self, group: str) -> None:
         self.group = group
-        self.started = started
         self.claims: list[WakeClaim] = []
         self.winner: WakeClaim | None = None
         self.closer: asyncio.TimerHandle | None = None
@@ -83,7 +82,7 @@ class WakeArbiter:
         claim.decision = self._loop.create_future()
         round_ = self._rounds.get(group)
         if round_ is None:
-            round_ = self._rounds[group] = _Round(group, now)
+            round_ = self._rounds[group] = _Round(group)
             round_.closer = self._loop.call_at(now + self.window, self._close, round_)
         round_.claims.append(claim)
         if round_.winner is not None or round_.decider is not None:

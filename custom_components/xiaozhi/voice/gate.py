@@ -18,7 +18,7 @@ from homeassistant.core import HomeAssistant, callback
 
 from ..const import LOGGER
 from ..protocol import DeviceEvent, DeviceEventType
-from ..protocol.audio.preroll import EarlyAudio, HeldAudio
+from ..protocol.audio.preroll import EarlyAudio
 from ..protocol.audio.wake import decode_preroll
 from .arbiter import WakeArbiter, WakeClaim
 from .typed import chosen_pipeline
@@ -153,14 +153,10 @@ class WakeGate:
 
     @callback
     def _begin(self, wake: str | None) -> None:
-        held = self._held()
-        self.conversing = True
-        self._start_turn(wake, held.live, self._stopped)
-
-    def _held(self) -> HeldAudio:
         held = self._early.split()
         self._early.clear()
-        return held
+        self.conversing = True
+        self._start_turn(wake, held.live, self._stopped)
 
     async def _async_decide(
         self, wake: str | None, group: str | None, *, check: bool
