@@ -152,7 +152,7 @@ async def measure(home: Home, count: int) -> dict[str, Any]:
         )
         assert entity_id is not None  # noqa: S101
         entity_ids.append(entity_id)
-    await hass.data[DATA_KEY].releases.async_refresh(force=True)
+    await hass.data[DATA_KEY].releases.async_refresh()
     await asyncio.gather(
         *(
             hass.services.async_call(

@@ -5,6 +5,7 @@ binaries built like the firmware's. The simulated device downloads what it
 is given over HTTP, checks the length and the chip, and reboots into it.
 """
 
+import asyncio
 from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -32,7 +33,8 @@ from pytest_homeassistant_custom_component.common import (
 )
 
 from custom_components.xiaozhi.const import DOMAIN
-from custom_components.xiaozhi.firmware import install
+from custom_components.xiaozhi.firmware import installer
+from custom_components.xiaozhi.firmware.releases import parse_releases
 from custom_components.xiaozhi.settings import (
     CONF_FIRMWARE_PRERELEASES,
     CONF_FIRMWARE_RELEASES_URL,
@@ -148,7 +150,7 @@ def firmware_id(hass: HomeAssistant) -> str:
 async def checked(hass: HomeAssistant, *, fresh: bool = True) -> Any:
     """Have the entity look for releases (now, with ``fresh``); return its state."""
     if fresh:
-        await hass.data[DOMAIN].releases.async_refresh(force=True)
+        await hass.data[DOMAIN].releases.async_refresh()
     await async_update_entity(hass, firmware_id(hass))
     state = hass.states.get(firmware_id(hass))
     assert state is not None
@@ -298,7 +300,7 @@ async def test_an_image_not_right_for_the_device_never_reaches_it(
     device = await online(init_integration, simulators, **config)
     await checked(hass)
     with pytest.raises(HomeAssistantError) as err:
-        await install_version(hass)
+        await install_version(hass, "2.6.0")
     assert err.value.translation_key == reason
     assert device.upgrade_urls == []
     state = hass.states.get(firmware_id(hass))
@@ -329,7 +331,7 @@ async def test_a_device_that_does_not_come_back_fails_the_install(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The flash fails on the device: it keeps its version, and the error says so."""
-    monkeypatch.setattr(install, "CONFIRM_TIMEOUT", 1.0)
+    monkeypatch.setattr(installer, "RESTART_TIMEOUT", 1.0)
 
     def refuse(_data: bytes, _chip: str) -> str:
         raise ValueError("flash write failed")
@@ -389,7 +391,7 @@ async def test_a_device_away_is_updated_at_its_next_boot(
     assert state is not None
     assert state.attributes[ATTR_IN_PROGRESS] is False
     assert state.attributes[ATTR_INSTALLED_VERSION] == "2.6.0"
-    assert runtime.pending_firmware is None  # offered once
+    assert not runtime.installer.in_progress  # offered once, and done
     await wait_for_runtime(runtime, lambda m: m.connected)
 
 
@@ -408,7 +410,7 @@ async def test_going_back_needs_the_device_connected(
     with pytest.raises(HomeAssistantError) as err:
         await install_version(hass, "2.4.0")
     assert err.value.translation_key == "firmware_not_connected"
-    assert init_integration.runtime_data.pending_firmware is None
+    assert not init_integration.runtime_data.installer.in_progress
 
 
 async def test_the_release_list_is_read_once_for_hours(
@@ -426,7 +428,8 @@ async def test_the_release_list_is_read_once_for_hours(
         await checked(hass, fresh=False)
     assert release_server.asked == asked
     runtime_source = hass.data[DOMAIN].releases
-    notes = await runtime_source.async_refresh()
+    await runtime_source.async_refresh()
+    notes = runtime_source.data
     assert notes is not None
     assert notes[0].notes == "What is new in 2.6.0."
 
@@ -507,3 +510,247 @@ async def test_the_first_check_comes_a_minute_after_start(
     assert state is not None
     assert state.attributes["latest_version"] == "2.6.0"
     assert state.state == STATE_ON
+
+
+async def test_a_release_without_the_boards_build_is_not_offered(
+    hass: HomeAssistant,
+    init_integration: MockConfigEntry,
+    simulators: Callable[..., SimulatedDevice],
+    release_server: ReleaseServer,
+) -> None:
+    """The newest release with the board's zip is offered; the state says why not."""
+    release_server.add("2.6.0", {f"v2.6.0_{BOARD}.zip": board_zip("2.6.0")})
+    release_server.add("2.7.0", {"v2.7.0_other-board.zip": board_zip("2.7.0")})
+    await online(init_integration, simulators)
+    state = await checked(hass)
+    assert state.attributes[ATTR_LATEST_VERSION] == "2.6.0"
+    assert state.attributes[ATTR_RELEASE_SUMMARY] == "Version 2.6.0"
+    assert state.attributes["newest_release"] == "2.7.0"
+    release_server.releases.pop()  # 2.6.0 is gone: no build for the board
+    state = await checked(hass)
+    assert state.state == STATE_OFF
+    assert state.attributes[ATTR_LATEST_VERSION] == "2.5.0"
+    assert state.attributes["no_update_reason"] == "no_build_for_board"
+    assert state.attributes[ATTR_RELEASE_SUMMARY] is None
+
+
+async def test_no_update_says_why_when_the_list_cannot_be_read(
+    hass: HomeAssistant,
+    init_integration: MockConfigEntry,
+    simulators: Callable[..., SimulatedDevice],
+    release_server: ReleaseServer,
+) -> None:
+    """Not read yet, then unreadable: unknown, with a reason either way."""
+    release_server.failing = True
+    await online(init_integration, simulators)
+    state = hass.states.get(firmware_id(hass))
+    assert state is not None
+    assert state.attributes["no_update_reason"] == "not_checked"
+    state = await checked(hass)
+    assert state.attributes[ATTR_LATEST_VERSION] is None
+    assert state.attributes["no_update_reason"] == "releases_unavailable"
+
+
+def test_prerelease_tags_are_read_and_ordered() -> None:
+    """GitHub's pre-release tags parse, and sort below their release."""
+    tags = ["v2.7.0", "v2.7.0-rc1", "v2.7.0-beta", "v2.7.0-beta.2", "v2.6.5", "junk"]
+    listing = [
+        {"tag_name": tag, "draft": False, "prerelease": "-" in tag, "assets": []}
+        for tag in tags
+    ]
+    versions = [
+        release.version for release in parse_releases(listing, prereleases=True)
+    ]
+    assert versions == ["2.7.0", "2.7.0-rc1", "2.7.0-beta.2", "2.7.0-beta", "2.6.5"]
+    # A tag that says it is a pre-release is one, whatever GitHub's flag.
+    listing[1]["prerelease"] = False
+    plain = [release.version for release in parse_releases(listing, prereleases=False)]
+    assert plain == ["2.7.0", "2.6.5"]
+
+
+async def test_prereleases_are_offered_when_asked(
+    hass: HomeAssistant,
+    init_integration: MockConfigEntry,
+    simulators: Callable[..., SimulatedDevice],
+    release_server: ReleaseServer,
+    server_entry: MockConfigEntry,
+) -> None:
+    """With "Offer prereleases", a release candidate is offered and installs."""
+    release_server.add("2.6.0", {f"v2.6.0_{BOARD}.zip": board_zip("2.6.0")})
+    release_server.add(
+        "2.7.0-rc1",
+        {f"v2.7.0-rc1_{BOARD}.zip": board_zip("2.7.0-rc1")},
+        prerelease=True,
+    )
+    device = await online(init_integration, simulators)
+    state = await checked(hass)
+    assert state.attributes[ATTR_LATEST_VERSION] == "2.6.0"
+    hass.config_entries.async_update_entry(
+        server_entry, options={**server_entry.options, CONF_FIRMWARE_PRERELEASES: True}
+    )
+    state = await checked(hass)
+    assert state.attributes[ATTR_LATEST_VERSION] == "2.7.0-rc1"
+    await install_version(hass)
+    assert device.config.firmware == "2.7.0-rc1"
+    await wait_for_runtime(init_integration.runtime_data, lambda m: m.connected)
+
+
+async def test_a_refused_flash_over_websocket_fails_without_a_check_in(
+    hass: HomeAssistant,
+    init_integration: MockConfigEntry,
+    simulators: Callable[..., SimulatedDevice],
+    release_server: ReleaseServer,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Over WebSocket the device is away while it flashes: no check-in, failed."""
+    monkeypatch.setattr(installer, "CHECK_IN_TIMEOUT", 0.5)
+
+    def refuse(_data: bytes, _chip: str) -> str:
+        raise ValueError("checksum mismatch")
+
+    monkeypatch.setattr(simulated_device, "read_image", refuse)
+    release_server.add("2.6.0", {f"v2.6.0_{BOARD}.zip": board_zip("2.6.0")})
+    device = await online(init_integration, simulators, websocket_only=True)
+    await checked(hass)
+    with pytest.raises(HomeAssistantError) as err:
+        await install_version(hass)
+    assert err.value.translation_key == "firmware_not_confirmed"
+    assert device.upgrades == [(None, "checksum mismatch")]
+    state = hass.states.get(firmware_id(hass))
+    assert state is not None
+    assert state.attributes[ATTR_IN_PROGRESS] is False
+    result = init_integration.runtime_data.installer.result
+    assert result is not None
+    assert (result.version, result.outcome) == ("2.6.0", "failed")
+
+
+async def test_a_download_that_breaks_off_fails_at_once(
+    hass: HomeAssistant,
+    init_integration: MockConfigEntry,
+    simulators: Callable[..., SimulatedDevice],
+    release_server: ReleaseServer,
+) -> None:
+    """The device drops the download half-way: the install fails, saying where."""
+    release_server.add(
+        "2.6.0", {f"v2.6.0_{BOARD}.zip": board_zip("2.6.0", payload=0x300000)}
+    )
+    device = await online(init_integration, simulators)
+    await checked(hass)
+
+    async def drop_half_way(url: str) -> bytes:
+        response = await device._client().get(device.rewrite(url))
+        await response.content.readexactly(64 * 1024)
+        response.close()
+        raise ValueError("download cut short")
+
+    device._download_image = drop_half_way  # type: ignore[method-assign]
+    started = hass.loop.time()
+    with pytest.raises(HomeAssistantError) as err:
+        await install_version(hass)
+    assert err.value.translation_key == "firmware_fetch_broke"
+    assert hass.loop.time() - started < 10
+    assert device.upgrades == [(None, "download cut short")]
+
+
+async def test_an_offer_at_boot_that_fails_ends_and_can_be_tried_again(
+    hass: HomeAssistant,
+    init_integration: MockConfigEntry,
+    simulators: Callable[..., SimulatedDevice],
+    release_server: ReleaseServer,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Offered at its next boot, refused: not installing any more, installs again."""
+
+    def refuse(_data: bytes, _chip: str) -> str:
+        raise ValueError("checksum mismatch")
+
+    release_server.add("2.6.0", {f"v2.6.0_{BOARD}.zip": board_zip("2.6.0")})
+    device = await online(init_integration, simulators, websocket_only=True)
+    await checked(hass)
+    await device.disconnect()
+    runtime = init_integration.runtime_data
+    await wait_for_runtime(runtime, lambda m: not m.connected)
+    await install_version(hass)
+    assert runtime.installer.in_progress
+    monkeypatch.setattr(simulated_device, "read_image", refuse)
+    ended = asyncio.Event()
+    stop = runtime.installer.async_subscribe(ended.set)
+    await device.reboot()  # fetches the offer, refuses it, connects on 2.5.0
+    async with asyncio.timeout(10):
+        while runtime.installer.in_progress:
+            await ended.wait()
+            ended.clear()
+    stop()
+    assert device.upgrades == [(None, "checksum mismatch")]
+    result = runtime.installer.result
+    assert result is not None
+    assert (result.outcome, result.reason) == ("failed", "firmware_not_confirmed")
+    state = hass.states.get(firmware_id(hass))
+    assert state is not None
+    assert state.attributes[ATTR_IN_PROGRESS] is False
+    # Installing again is not refused as "in progress".
+    monkeypatch.undo()
+    await wait_for_runtime(runtime, lambda m: m.connected)
+    await install_version(hass)
+    assert device.config.firmware == "2.6.0"
+    await wait_for_runtime(runtime, lambda m: m.connected)
+
+
+async def test_one_install_at_a_time_whoever_starts_it(
+    hass: HomeAssistant,
+    init_integration: MockConfigEntry,
+    simulators: Callable[..., SimulatedDevice],
+    release_server: ReleaseServer,
+) -> None:
+    """The action and the entity share one install: a second one is refused."""
+    device = await online(init_integration, simulators)
+    runtime = init_integration.runtime_data
+    release_server.files["mine.bin"] = merged_binary(app_image(version="2.7.0"))
+    release_server.add("2.6.0", {f"v2.6.0_{BOARD}.zip": board_zip("2.6.0")})
+    await checked(hass)
+    go = asyncio.Event()
+    flash = device.upgrade
+
+    async def held_upgrade(url: str) -> None:
+        await go.wait()
+        await flash(url)
+
+    device.upgrade = held_upgrade  # type: ignore[method-assign]
+
+    async def install_file() -> None:
+        await hass.services.async_call(
+            DOMAIN,
+            "install_firmware",
+            {
+                "device_id": runtime.entry_data.device_id,
+                "firmware": release_server.url("/download/mine.bin"),
+            },
+            blocking=True,
+        )
+
+    sent = asyncio.Event()
+    stop = runtime.installer.async_subscribe(
+        lambda: runtime.installer.phase == "sent" and sent.set()
+    )
+    first = hass.async_create_task(install_file())
+    await sent.wait()
+    stop()
+    state = hass.states.get(firmware_id(hass))
+    assert state is not None
+    assert state.attributes[ATTR_IN_PROGRESS] is True
+    assert state.attributes[ATTR_UPDATE_PERCENTAGE] == 0
+    with pytest.raises(HomeAssistantError) as err:
+        await install_file()
+    assert err.value.translation_key == "firmware_install_running"
+    with pytest.raises(HomeAssistantError) as err:
+        await install_version(hass)
+    assert err.value.translation_key == "update_in_progress"
+    go.set()
+    await first
+    assert device.upgrade_urls == device.upgrade_urls[:1]
+    assert device.config.firmware == "2.7.0"
+    await wait_for_runtime(runtime, lambda m: m.connected)
+    state = hass.states.get(firmware_id(hass))
+    assert state is not None
+    assert state.attributes[ATTR_IN_PROGRESS] is False
+    assert state.attributes[ATTR_INSTALLED_VERSION] == "2.7.0"

@@ -17,7 +17,7 @@ from homeassistant.helpers.typing import ConfigType
 from .const import DOMAIN
 from .domain_data import DATA_KEY, XiaozhiDomainData
 from .entry_data import device_store, pictures_dir
-from .firmware.releases import ReleaseSource
+from .firmware.releases import ReleaseCoordinator
 from .limits import async_clear_all
 from .pairing.identity import async_check_bound, async_forget
 from .pairing.manager import PairingManager
@@ -71,7 +71,7 @@ async def async_setup(hass: HomeAssistant, config: ConfigType) -> bool:
         endpoints=DeviceEndpoints(hass, uploads, logins),
         uploads=uploads,
         logins=logins,
-        releases=ReleaseSource(hass),
+        releases=ReleaseCoordinator(hass),
         arbiter=WakeArbiter(hass.loop, preroll_clarity),
     )
 
@@ -81,6 +81,7 @@ async def async_setup(hass: HomeAssistant, config: ConfigType) -> bool:
         domain_data.arbiter.shutdown()
 
     hass.bus.async_listen_once(EVENT_HOMEASSISTANT_STOP, _stop)
+    await domain_data.releases.async_register_shutdown()
     async_setup_services(hass)
     await _async_create_server_entry(hass)
     return True
@@ -109,10 +110,16 @@ async def async_setup_entry(hass: HomeAssistant, entry: ConfigEntry) -> bool:
         endpoints = hass.data[DATA_KEY].endpoints
         await endpoints.async_start(ServerSettings.from_options(entry.options))
         entry.runtime_data = endpoints
+        entry.async_on_unload(entry.add_update_listener(_async_server_updated))
         # The settings of before the server entry are in it now.
         await legacy_settings_store(hass).async_remove()
         return True
     return await _async_setup_device(hass, entry)
+
+
+async def _async_server_updated(hass: HomeAssistant, entry: ConfigEntry) -> None:
+    """Read the release list again: where from, or prereleases, may have changed."""
+    await hass.data[DATA_KEY].releases.async_request_refresh()
 
 
 async def _async_setup_device(hass: HomeAssistant, entry: XiaozhiConfigEntry) -> bool:

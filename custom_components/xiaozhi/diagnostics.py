@@ -52,9 +52,18 @@ def _device_diagnostics(entry: ConfigEntry[XiaozhiRuntime]) -> dict[str, Any]:
                 "tools": [tool.as_dict() for tool in data.tools.values()],
                 # What a firmware update is checked against.
                 "hardware": data.hardware.as_dict() if data.hardware else None,
-                "pending_firmware": runtime.pending_firmware.version
-                if runtime.pending_firmware
-                else None,
+                "firmware_install": {
+                    "version": runtime.installer.version,
+                    "phase": runtime.installer.phase,
+                    "percent": runtime.installer.percent,
+                    "last_result": None
+                    if (result := runtime.installer.result) is None
+                    else {
+                        "version": result.version,
+                        "outcome": result.outcome,
+                        "reason": result.reason,
+                    },
+                },
             },
             "connection": {
                 "connected": runtime.connected,

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from homeassistant.util.hass_dict import HassKey
 
 from .const import DOMAIN
-from .firmware.releases import ReleaseSource
+from .firmware.releases import ReleaseCoordinator
 from .pairing.manager import PairingManager
 from .transport.logins import FailedLogins
 from .transport.mqtt import DeviceEndpoints
@@ -28,7 +28,7 @@ class XiaozhiDomainData:
     endpoints: DeviceEndpoints
     uploads: UploadViews
     logins: FailedLogins
-    releases: ReleaseSource
+    releases: ReleaseCoordinator
     arbiter: WakeArbiter
 
 

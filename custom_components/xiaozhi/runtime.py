@@ -9,7 +9,7 @@ way through :attr:`XiaozhiRuntime.commands` and the session's
 :class:`VoiceChannel`.
 """
 
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from itertools import islice
 import logging
 from typing import Any, Final, Protocol
@@ -42,7 +42,7 @@ from .const import (
 )
 from .entry_data import LinkInfo, XiaozhiEntryData
 from .errors import not_connected
-from .firmware.install import PendingInstall
+from .firmware.installer import FirmwareInstaller
 from .limits import (
     ISSUE_TOO_MANY_TOOLS,
     MAX_DEVICE_TOOLS,
@@ -61,6 +61,7 @@ from .protocol import (
     Tool,
 )
 from .protocol.audio.preroll import BURST_GAP, PREROLL_PACKETS
+from .protocol.ota_image import AppImage
 from .settings import server_settings_of
 from .texts import async_device_text
 from .voice.channel import VoiceChannel
@@ -89,7 +90,7 @@ class UploadUrls(Protocol):
         """Return a one-time URL streaming a sound and the callback revoking it."""
 
     def mint_firmware_url(
-        self, image: bytes, progress: Callable[[int], None]
+        self, image: bytes, progress: Callable[[int], None], broke: Callable[[], None]
     ) -> tuple[str, CALLBACK_TYPE]:
         """Return a one-time URL of a firmware image, reporting bytes sent."""
 
@@ -117,8 +118,12 @@ class XiaozhiRuntime:
             self.run_in_background,
         )
         self.player = MediaPlayback(hass, self)
-        # Firmware to offer at the device's next OTA check (it is away now).
-        self.pending_firmware: PendingInstall | None = None
+        self.installer = FirmwareInstaller(
+            hass,
+            entry.title,
+            firmware=lambda: self.entry_data.firmware,
+            link=self._link_kind,
+        )
         self._channel: VoiceChannel | None = None
         self._pending_link: LinkInfo | None = None
         # Microphone packets back to back so far, and when a burst as long as
@@ -144,6 +149,7 @@ class XiaozhiRuntime:
 
     async def async_shutdown(self) -> None:
         """Close the link and write what is known (unload, stop)."""
+        self.installer.shutdown()
         await self.async_disconnect(CloseReason.SERVER_CLOSED)
         await self.entry_data.async_save()
 
@@ -186,12 +192,35 @@ class XiaozhiRuntime:
         self.entry_data.async_learn_notify(plays)
 
     @callback
-    def async_set_firmware(self, firmware: str | None) -> None:
+    def async_checked_in(self, firmware: str | None) -> None:
         """Take the firmware version the device reported (its OTA check)."""
         if firmware and firmware != self.entry_data.firmware:
             self.entry_data.async_set_identity(None, firmware)
             self._update_device()
             self.entry_data.async_write_state()
+        self.installer.checked_in(firmware)
+
+    def _link_kind(self) -> bool | None:
+        """Return whether the link is always on (MQTT); None when not connected."""
+        session = self.session
+        if session is None or session.closed:
+            return None
+        return session.link.always_on
+
+    async def async_install_firmware(
+        self, prepare: Callable[[], Awaitable[AppImage]]
+    ) -> None:
+        """Install the image ``prepare`` returns (the entity's and the action's).
+
+        Connected, the device fetches it at once; away, a newer version waits
+        for its next boot.
+        """
+        uploads = self.uploads if self.connected else None
+        await self.installer.async_install(
+            prepare,
+            mint=uploads.mint_firmware_url if uploads is not None else None,
+            call_tool=self.commands.async_call_tool,
+        )
 
     @callback
     def _update_device(self) -> None:
@@ -412,6 +441,7 @@ class XiaozhiRuntime:
             data.firmware,
         )
         data.async_set_link(self._pending_link)
+        self.installer.checked_in(data.firmware)
 
     @callback
     def session_tools(self, session: DeviceSession) -> None:
@@ -550,6 +580,7 @@ class XiaozhiRuntime:
             )
         # Availability first: the satellite writes its state as it stops.
         self.entry_data.async_set_link(None, expected=expected)
+        self.installer.link_lost()
         self.player.device_took_over(gone=True)
         self.voice_router.closed()
 

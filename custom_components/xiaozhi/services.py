@@ -17,7 +17,7 @@ from homeassistant.helpers import config_validation as cv, service
 import probatio
 
 from .const import DOMAIN
-from .firmware.install import async_install, async_prepare_own
+from .firmware.prepare import async_prepare_own
 from .runtime import XiaozhiConfigEntry, XiaozhiRuntime
 
 SERVICE_CALL_TOOL = "call_tool"
@@ -80,7 +80,10 @@ async def _async_call_tool(call: ServiceCall) -> ServiceResponse:
 async def _async_install_firmware(call: ServiceCall) -> None:
     """Install a firmware file of the user's own (a URL or a media item).
 
-    It gets the checks a release gets; the device must be connected.
+    It gets the checks a release gets, and goes through the device's one
+    installer: the update entity shows its progress, and a second install
+    waits for none (it is refused). The device must be connected, or a newer
+    version waits for its next boot.
     """
     runtimes = _runtimes(call)
     if len(runtimes) != 1:
@@ -93,10 +96,9 @@ async def _async_install_firmware(call: ServiceCall) -> None:
     if media_source.is_media_source_id(url):
         url = (await media_source.async_resolve_media(hass, url, None)).url
     url = async_process_play_media_url(hass, url)
-    image = await async_prepare_own(
-        hass, url, runtime.entry_data.hardware, runtime.name
+    await runtime.async_install_firmware(
+        lambda: async_prepare_own(hass, url, runtime.entry_data.hardware, runtime.name)
     )
-    await async_install(runtime, image, lambda _percent: None)
 
 
 async def _async_refresh(call: ServiceCall) -> None:

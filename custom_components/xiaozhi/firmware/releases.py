@@ -1,33 +1,38 @@
 """Where firmware comes from: a list of releases in GitHub's shape.
 
 The source is an integration-wide setting (the firmware's own GitHub
-releases by default, or a fork, or any URL answering the same JSON). It is
-read with Home Assistant's shared client session when a device's entity
-checks (every few hours, or when asked), at most every 15 minutes, and
-kept; a failure is quiet (the latest version shows as
-unknown) and logged once. Drafts are ignored, and prereleases unless the
-user opted in; a release whose version is not plain numbers is ignored (the
-firmware could not compare it).
+releases by default, or a fork, or any URL answering the same JSON). One
+coordinator reads it with Home Assistant's shared client session once Home
+Assistant has started and every few hours after (an install asks again
+when the list is older than 15 minutes), and every device's update entity
+follows it. A failure keeps what was read before, and the entities say
+why. Drafts are ignored, and prereleases unless the user opted in.
+
+Versions are tags such as ``v2.6.0`` or ``v2.7.0-rc1``, ordered the way
+Python packages are (``2.7.0-beta`` < ``2.7.0-beta.2`` < ``2.7.0-rc1`` <
+``2.7.0``); a tag that is no version is ignored.
 """
 
 import asyncio
 from dataclasses import dataclass
 from datetime import timedelta
 import json
-from typing import Any, Final
+from typing import Any, Final, override
 
 import aiohttp
 from homeassistant.core import HomeAssistant
 from homeassistant.exceptions import HomeAssistantError
 from homeassistant.helpers.aiohttp_client import async_get_clientsession
+from homeassistant.helpers.update_coordinator import DataUpdateCoordinator, UpdateFailed
+from packaging.version import InvalidVersion, Version
 
 from ..const import DOMAIN, LOGGER
 from ..download import async_download, describe_failure
-from ..protocol.ota_image import MAX_FIRMWARE_BYTES, version_key
+from ..protocol.ota_image import MAX_FIRMWARE_BYTES
 from ..settings import server_settings_of
 
-# However many devices ask (each entity checks every few hours, or when the
-# user asks), the list is fetched at most this often.
+CHECK_INTERVAL: Final = timedelta(hours=6)
+# However many installs ask, the list is fetched at most this often.
 FRESH_FOR: Final = timedelta(minutes=15)
 LIST_TIMEOUT: Final = 30.0
 DOWNLOAD_TIMEOUT: Final = 300.0
@@ -69,18 +74,36 @@ class Release:
         return next((self.assets[n] for n in names if n in self.assets), None)
 
 
+def parse_version(version: str) -> Version | None:
+    """Return a release or device version to compare, or None if it is none."""
+    try:
+        parsed = Version(version)
+    except InvalidVersion:
+        return None
+    return parsed if parsed.local is None and len(parsed.release) <= 4 else None
+
+
+def newest_for(
+    releases: list[Release], board: str, manufacturer: str | None
+) -> Release | None:
+    """Return the newest release that has a build for the board."""
+    return next(
+        (item for item in releases if item.asset_for(board, manufacturer)), None
+    )
+
+
 def parse_releases(data: Any, *, prereleases: bool) -> list[Release]:
     """Return the usable releases of a list, newest first."""
     releases: list[Release] = []
     for item in data if isinstance(data, list) else []:
         if not isinstance(item, dict) or item.get("draft") is not False:
             continue
-        prerelease = item.get("prerelease") is True
         tag = item.get("tag_name")
-        if (prerelease and not prereleases) or not isinstance(tag, str):
+        version = tag.removeprefix("v") if isinstance(tag, str) else ""
+        if (parsed := parse_version(version)) is None:
             continue
-        version = tag.removeprefix("v")
-        if version_key(version) is None:
+        prerelease = item.get("prerelease") is True or parsed.is_prerelease
+        if prerelease and not prereleases:
             continue
         assets = {}
         for asset in item.get("assets") or []:
@@ -102,58 +125,70 @@ def parse_releases(data: Any, *, prereleases: bool) -> list[Release]:
         releases.append(
             Release(
                 version=version,
-                title=title if isinstance(title, str) and title else tag,
+                title=title if isinstance(title, str) and title else f"v{version}",
                 notes=notes[:MAX_NOTES] if isinstance(notes, str) else "",
                 url=page if isinstance(page, str) else None,
                 prerelease=prerelease,
                 assets=assets,
             )
         )
-    releases.sort(key=lambda release: version_key(release.version) or (), reverse=True)
+    releases.sort(key=lambda release: Version(release.version), reverse=True)
     return releases
 
 
-class ReleaseSource:
-    """The release list, fetched now and then and kept.
+class ReleaseCoordinator(DataUpdateCoordinator[list[Release] | None]):
+    """The release list of the whole integration, read every few hours.
 
     Where from, and whether prereleases count, are the server entry's
-    settings, read at each fetch: a change applies at the next check.
+    settings, read at each fetch: a change applies at the next check (the
+    server entry asks for one when they change). A failure keeps the list
+    read before and says why (``last_exception``); it is logged once.
     """
 
     def __init__(self, hass: HomeAssistant) -> None:
-        """Fetch nothing yet."""
-        self.hass = hass
-        self.releases: list[Release] | None = None
+        """Fetch nothing yet (the first check runs once Home Assistant started)."""
+        super().__init__(
+            hass,
+            LOGGER,
+            config_entry=None,
+            name="XiaoZhi firmware releases",
+            update_interval=CHECK_INTERVAL,
+            always_update=False,
+        )
         self._checked: tuple[float, str, bool] | None = None
-        self._lock = asyncio.Lock()
-        self._failed = False
 
-    async def async_refresh(self, *, force: bool = False) -> list[Release] | None:
-        """Return the releases, fetching them when due (or ``force``)."""
+    @override
+    async def _async_update_data(self) -> list[Release] | None:
         settings = server_settings_of(self.hass)
         url, prereleases = settings.firmware_releases_url, settings.firmware_prereleases
-        async with self._lock:
-            now = self.hass.loop.time()
-            checked = self._checked
-            due = (
-                force
-                or checked is None
-                or checked[1:] != (url, prereleases)
-                or now - checked[0] >= FRESH_FOR.total_seconds()
-            )
-            if not due:
-                return self.releases
-            self._checked = (now, url, prereleases)
-            try:
-                data = await self._async_get_json(url)
-            except (aiohttp.ClientError, TimeoutError, ValueError) as err:
-                if not self._failed:
-                    LOGGER.info("Firmware releases not read from %s: %s", url, err)
-                self._failed = True
-                return self.releases
-            self._failed = False
-            self.releases = parse_releases(data, prereleases=prereleases)
-            return self.releases
+        self._checked = (self.hass.loop.time(), url, prereleases)
+        try:
+            data = await self._async_get_json(url)
+        except (aiohttp.ClientError, TimeoutError, ValueError) as err:
+            shown, error = describe_failure(url, err)
+            raise UpdateFailed(
+                translation_domain=DOMAIN,
+                translation_key="releases_unavailable",
+                translation_placeholders={"url": shown, "error": error},
+            ) from err
+        return parse_releases(data, prereleases=prereleases)
+
+    async def async_fresh(self) -> list[Release]:
+        """Return the releases, read again unless they were read just now.
+
+        However many installs ask, the list is fetched at most every 15
+        minutes for the same settings.
+        """
+        settings = server_settings_of(self.hass)
+        checked = self._checked
+        if (
+            checked is None
+            or checked[1:]
+            != (settings.firmware_releases_url, settings.firmware_prereleases)
+            or self.hass.loop.time() - checked[0] >= FRESH_FOR.total_seconds()
+        ):
+            await self.async_refresh()
+        return self.data or []
 
     async def _async_get_json(self, url: str) -> Any:
         session = async_get_clientsession(self.hass)
@@ -169,9 +204,7 @@ class ReleaseSource:
 
     def find(self, version: str) -> Release | None:
         """Return the release of ``version``, if it is known."""
-        return next(
-            (item for item in self.releases or [] if item.version == version), None
-        )
+        return next((item for item in self.data or [] if item.version == version), None)
 
     async def async_download(self, asset: Asset) -> bytes:
         """Return an asset's bytes; raise ``firmware_download_failed``."""

@@ -18,16 +18,14 @@ from typing import Any, Final
 from aiohttp import web
 from homeassistant.config_entries import SOURCE_IGNORE, ConfigEntryState
 from homeassistant.core import HomeAssistant
-from homeassistant.helpers.event import async_call_later
 from homeassistant.helpers.http import KEY_HASS, HomeAssistantView
 from homeassistant.util import dt as dt_util
 from yarl import URL
 
 from ..const import CONF_TOKEN, DOMAIN, URL_ACTIVATE, URL_OTA
 from ..domain_data import DATA_KEY
-from ..firmware.install import OFFER_LIFETIME
 from ..pairing.identity import client_matches, loaded_runtime
-from ..protocol.ota_image import DeviceHardware, is_plain_version
+from ..protocol.ota_image import DeviceHardware
 from .http import client_id, device_mac, error_response, read_json
 from .urls import device_base_url, websocket_url
 
@@ -85,7 +83,7 @@ def _record(hass: HomeAssistant, check_in: CheckIn, base: str) -> dict[str, str]
     """Keep what a paired device's check says; return firmware to offer.
 
     At boot this is where a new firmware version shows first. An install
-    that waited for the device is offered once, on a URL valid for minutes.
+    that waited for the device is offered (``firmware/installer.py``).
     """
     runtime = loaded_runtime(hass, check_in.mac)
     if runtime is None:
@@ -94,17 +92,9 @@ def _record(hass: HomeAssistant, check_in: CheckIn, base: str) -> dict[str, str]
         DeviceHardware.from_system_info(check_in.info)
     )
     _board, firmware = check_in.describe()
-    runtime.async_set_firmware(firmware)
-    pending, runtime.pending_firmware = runtime.pending_firmware, None
-    if pending is None or not is_plain_version(pending.version):
-        return None
+    runtime.async_checked_in(firmware)
     views = hass.data[DATA_KEY].uploads.firmware
-    block, revoke = pending.offer(partial(views.mint, base))
-    # Unfetched, the image is let go after a while, or with the device.
-    entry = runtime.entry
-    entry.async_on_unload(async_call_later(hass, OFFER_LIFETIME, lambda _now: revoke()))
-    entry.async_on_unload(revoke)
-    return block
+    return runtime.installer.offer(partial(views.mint, base))
 
 
 def answer_check_in(

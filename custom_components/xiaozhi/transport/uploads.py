@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from http import HTTPStatus
 import io
 import secrets
+import socket
 from typing import Final
 
 from aiohttp import BodyPartReader, web
@@ -36,6 +37,7 @@ from .logins import FailedLogins
 
 JPEG_MAGIC: Final = b"\xff\xd8\xff"
 FIRMWARE_CHUNK: Final = 16 * 1024
+FIRMWARE_SEND_BUFFER: Final = 64 * 1024
 # Far more than any device camera or screen (a 1080p frame is 2 Mpx).
 MAX_PHOTO_PIXELS: Final = 16_000_000
 VISION_ANSWER: Final = "Photo received by Home Assistant."
@@ -193,7 +195,8 @@ class FirmwareView(HomeAssistantView):
     """Firmware images for a device to fetch, at one-time URLs.
 
     The firmware's OTA needs status 200 and a ``Content-Length``; what it
-    has fetched is the install's progress.
+    has fetched is the install's progress, and a download that ends before
+    the last byte is reported as broken.
     """
 
     url = URL_FIRMWARE + "/{token}"
@@ -203,16 +206,21 @@ class FirmwareView(HomeAssistantView):
     def __init__(self, logins: FailedLogins) -> None:
         """Start with nothing to serve; count wrong URLs in ``logins``."""
         self._logins = logins
-        self._images = OneTimeTokens[tuple[bytes, Callable[[int], None]]]()
+        self._images = OneTimeTokens[_Image]()
 
     def mint(
-        self, base: str, image: bytes, progress: Callable[[int], None]
+        self,
+        base: str,
+        image: bytes,
+        progress: Callable[[int], None],
+        broke: Callable[[], None],
     ) -> tuple[str, CALLBACK_TYPE]:
         """Return a one-time URL of ``image`` and its revoker.
 
-        ``progress`` is called with the bytes sent so far.
+        ``progress`` is called with the bytes sent so far, ``broke`` when the
+        transfer ends before the last byte.
         """
-        token, revoke = self._images.add((image, progress))
+        token, revoke = self._images.add(_Image(image, progress, broke))
         return f"{base}{URL_FIRMWARE}/{token}.bin", revoke
 
     async def get(self, request: web.Request, token: str) -> web.StreamResponse:
@@ -222,17 +230,38 @@ class FirmwareView(HomeAssistantView):
         )
         if isinstance(served, web.Response):
             return served
-        image, progress = served
+        image = served.data
         response = web.StreamResponse(
             headers={"Content-Type": "application/octet-stream"}
         )
         response.content_length = len(image)
-        await response.prepare(request)
-        for start in range(0, len(image), FIRMWARE_CHUNK):
-            await response.write(image[start : start + FIRMWARE_CHUNK])
-            progress(min(start + FIRMWARE_CHUNK, len(image)))
-        await response.write_eof()
+        if request.transport is not None and (
+            sock := request.transport.get_extra_info("socket")
+        ):
+            # What is sent is then what the device has read, give or take a
+            # buffer: the progress, and a download it broke off, are seen.
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, FIRMWARE_SEND_BUFFER)
+        sent = 0
+        try:
+            await response.prepare(request)
+            for start in range(0, len(image), FIRMWARE_CHUNK):
+                await response.write(image[start : start + FIRMWARE_CHUNK])
+                sent = min(start + FIRMWARE_CHUNK, len(image))
+                served.progress(sent)
+            await response.write_eof()
+        finally:
+            if sent < len(image):
+                served.broke()
         return response
+
+
+@dataclass(frozen=True, slots=True)
+class _Image:
+    """A firmware image served once, and who follows its download."""
+
+    data: bytes
+    progress: Callable[[int], None]
+    broke: Callable[[], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -281,10 +310,10 @@ class DeviceUploads:
         return self._views.clips.mint(self._base, sound)
 
     def mint_firmware_url(
-        self, image: bytes, progress: Callable[[int], None]
+        self, image: bytes, progress: Callable[[int], None], broke: Callable[[], None]
     ) -> tuple[str, CALLBACK_TYPE]:
         """Return a one-time URL of a firmware image, reporting bytes sent."""
-        return self._views.firmware.mint(self._base, image, progress)
+        return self._views.firmware.mint(self._base, image, progress, broke)
 
 
 async def _receive_picture(
