@@ -1410,10 +1410,14 @@ class SimulatedDevice:
         return sent
 
     async def send_abort(self, reason: str | None = None) -> bool:
-        """Send ``abort`` (optionally with a reason); the device goes idle."""
-        sent = await self._send_text(abort_frame(self.outgoing_session_id, reason))
-        await self._change_activity("idle")
-        return sent
+        """Send ``abort`` (optionally with a reason), as ``AbortSpeaking`` does.
+
+        The firmware (``main/application.cc``) only sends it: the device stays
+        Speaking, and plays what still arrives, until the server's ``tts
+        stop``; then auto mode listens again and manual mode goes idle. (A
+        wake word's abort listens at once: :meth:`interrupt`.)
+        """
+        return await self._send_text(abort_frame(self.outgoing_session_id, reason))
 
     async def send_notification(
         self, method: str, params: Mapping[str, Any] | None = None

@@ -51,9 +51,9 @@ from .voice.wizard import async_connection_test, is_connection_test
 PARALLEL_UPDATES = 0
 
 ABORT_WAKE_WORD: Final = "wake_word_detected"
-# After an abort by button, how long a client may take to start its next
-# turn before the conversation is ended (one that does, does so at once).
-ABORT_GRACE: Final = 0.5
+# After an abort, how long the device may take to listen again (auto mode:
+# once what it holds has played, at most 2.4 s) before the conversation ends.
+ABORT_LISTEN_GRACE: Final = 3.0
 IDLE: Final = "idle"  # the satellite's own idle state
 # Home Assistant cancels a turn's pipeline before its own announcement,
 # conversation or question; if none of them reaches the device by then, the
@@ -197,6 +197,17 @@ class XiaozhiAssistSatellite(XiaozhiEntity, AssistSatelliteEntity):
                     # Sent after the reply, before the media's tts start
                     # reached the device (auto mode): not the user's turn.
                     LOGGER.debug("%s: listen start during media", self.runtime.name)
+                    return
+                if (
+                    self._turn is not None
+                    and self._turn.listening
+                    and not self._gate.woken
+                ):
+                    # It says again what it does (py-xiaozhi answers the tts
+                    # stop of an abort it followed with its own listen start).
+                    LOGGER.debug(
+                        "%s: listen start while listened to", self.runtime.name
+                    )
                     return
                 self._gate.listening_started(
                     asked=self._next_turn is not None and not self._next_turn.done()
@@ -347,7 +358,9 @@ class XiaozhiAssistSatellite(XiaozhiEntity, AssistSatelliteEntity):
             return  # an announcement or a new turn has the device
         self._turn = None
         LOGGER.debug("%s: nothing took over the cancelled turn", self.runtime.name)
-        await self._async_after_abort(turn, "cancelled")
+        turn.cancel()
+        self.tts_response_finished()
+        await self._async_end_conversation()
 
     @override
     def on_pipeline_event(self, event: PipelineEvent) -> None:
@@ -422,16 +435,15 @@ class XiaozhiAssistSatellite(XiaozhiEntity, AssistSatelliteEntity):
 
     @callback
     def _abort(self, reason: str) -> None:
-        """Stop speaking at once; a wake word starts listening again by itself.
+        """Stop speaking at once, say ``tts stop``, and listen to what comes next.
 
-        After a wake word the playback's ``tts stop`` follows on the same
-        channel: the firmware ignores it once it listens, and it must come
-        after a ``tts start`` the device may not have read yet (over MQTT it
-        can be on its way when the user speaks). After the button no stop
-        follows: a client may already be in its next turn when it would
-        arrive (py-xiaozhi aborts and listens at once, then goes idle on a
-        late stop); the conversation is ended instead, unless the client
-        started a turn, and that makes the firmware idle.
+        The firmware (``main/application.cc``) stays Speaking after its
+        button's abort until it gets ``tts stop``; then auto mode listens
+        again (a new ``listen start``) and manual mode goes idle. After a wake
+        word it listens at once and ignores the stop. So every abort gets its
+        stop, and the run answering is cancelled with its agent (Home
+        Assistant allows one active turn per conversation); the device's next
+        ``listen start`` is a new turn of the same conversation.
         """
         turn, self._turn = self._turn, None
         if turn is None and not self._announcer.playing:
@@ -441,25 +453,32 @@ class XiaozhiAssistSatellite(XiaozhiEntity, AssistSatelliteEntity):
             turn.end_audio()
         if self._turn_task is not None:
             self._turn_task.cancel()
-        self._announcer.cancel(say_stop=reason == ABORT_WAKE_WORD)
+        self._announcer.cancel(say_stop=True)
+        # After a wake word it listens in its default mode; after its button,
+        # push-to-talk goes idle.
+        idles = reason != ABORT_WAKE_WORD and self.entry_data.listen_mode == "manual"
         self.runtime.entry.async_create_background_task(
             self.hass,
-            self._async_after_abort(turn, reason),
+            self._async_after_abort(turn, idles=idles),
             f"xiaozhi abort on {self.runtime.mac}",
         )
 
-    async def _async_after_abort(self, turn: VoiceTurn | None, reason: str) -> None:
+    async def _async_after_abort(self, turn: VoiceTurn | None, *, idles: bool) -> None:
         if turn is not None:
-            await turn.abort(say_stop=reason == ABORT_WAKE_WORD)
+            await turn.abort()
         else:
             await self._announcer.async_stopped()
             self.tts_response_finished()
-        if reason == ABORT_WAKE_WORD:
+        if idles:
+            # The conversation is over, unless its button started the next
+            # turn already.
+            if self._turn is None:
+                await self._async_end_conversation()
             return
-        # The button: the user wants quiet, not another turn, unless the
-        # client starts one at once (py-xiaozhi does).
+        # Auto mode listens again once its queue has played; a device that
+        # does not is not left with an open link.
         with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(ABORT_GRACE):
+            async with asyncio.timeout(ABORT_LISTEN_GRACE):
                 await self._turn_started.wait()
         if self._turn is None:
             await self._async_end_conversation()

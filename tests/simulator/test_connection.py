@@ -250,7 +250,9 @@ async def test_activity_and_notifications(
             == ["start", "start"]
         )
     )
-    await device.send_abort()
+    await device.send_abort()  # the firmware only aborts speech: no change
+    await device.send_listen("stop")
+    assert device.state.activity == "idle"
     await conn.until(lambda: len(notes()) == 4)
     assert notes() == [
         {"newState": "listening", "oldState": "idle"},
@@ -258,8 +260,6 @@ async def test_activity_and_notifications(
         {"newState": "listening", "oldState": "speaking"},
         {"newState": "idle", "oldState": "listening"},
     ]
-    await device.send_listen("stop")
-    assert device.state.activity == "idle"
 
 
 async def test_tts_state_machine(connected: tuple[SimulatedDevice, Conn]) -> None:

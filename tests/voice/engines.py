@@ -183,6 +183,10 @@ class FakeAgent(conversation.ConversationEntity):
         self.ask_back = False
         self.delay = 0.0
         self.inputs: list[conversation.ConversationInput] = []
+        # Runs answering now, at most at once, and cut short.
+        self.answering = 0
+        self.most_at_once = 0
+        self.cancelled = 0
 
     @property
     def supported_languages(self) -> list[str]:
@@ -196,8 +200,16 @@ class FakeAgent(conversation.ConversationEntity):
     ) -> conversation.ConversationResult:
         """Answer, and say whether the conversation continues."""
         self.inputs.append(user_input)
-        if self.delay:
-            await asyncio.sleep(self.delay)
+        self.answering += 1
+        self.most_at_once = max(self.most_at_once, self.answering)
+        try:
+            if self.delay:
+                await asyncio.sleep(self.delay)
+        except asyncio.CancelledError:
+            self.cancelled += 1
+            raise
+        finally:
+            self.answering -= 1
         chat_log.async_add_assistant_content_without_tools(
             conversation.AssistantContent(
                 agent_id=user_input.agent_id, content=self.reply

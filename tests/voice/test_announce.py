@@ -164,7 +164,11 @@ async def test_abort_during_an_announcement(
     init_integration: MockConfigEntry,
     talker: SimulatedDevice,
 ) -> None:
-    """A button press stops the announcement; the announcer ends without error."""
+    """A button press stops the announcement with tts stop; no error.
+
+    The device listens again (auto mode); with nothing said, the
+    conversation ends.
+    """
     voice.tts.seconds = 5.0
     await connected(talker, init_integration)
     call = asyncio.create_task(
@@ -176,12 +180,15 @@ async def test_abort_during_an_announcement(
         )
     )
     await talker.wait_for(lambda: talker.speaker.record.received >= 5, timeout=10)
-    await talker.send_abort()
+    pressed = asyncio.get_running_loop().time()
+    await talker.press_button()
     await asyncio.wait_for(call, 5)
     assert talker.speaker.record.received < 5.0 / FRAME
-    # No stop after the abort: the conversation ends instead (the link closes).
+    await talker.wait_for(lambda: "tts:stop" in texts(talker))
+    stopped = next(when for when, what in talker.timeline if what == "tts:stop")
+    assert stopped - pressed < 0.5
+    await talker.wait_for(lambda: talker.listen_starts == 1)
     await closed(talker)
-    assert "tts:stop" not in texts(talker)
 
 
 async def test_start_conversation_then_the_device_answers(

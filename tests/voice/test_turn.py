@@ -179,17 +179,26 @@ async def test_abort_stops_the_reply_within_a_frame(
     await closed(talker)
 
 
-async def test_a_stop_never_reaches_the_next_turn(
+def stop_after(device: SimulatedDevice, since: float) -> float:
+    """Return how long after ``since`` the device was told ``tts stop``."""
+    return next(
+        when - since
+        for when, what in device.timeline
+        if what == "tts:stop" and when >= since
+    )
+
+
+async def test_an_abort_and_a_listen_start_keep_the_new_turn(
     hass: HomeAssistant,
     voice: Voice,
     init_integration: MockConfigEntry,
     talker: SimulatedDevice,
 ) -> None:
-    """A client that aborts and listens at once (py-xiaozhi) gets no late stop.
+    """A client that aborts and listens at once (py-xiaozhi's abort key).
 
-    The stop belongs to the reply it ends; once the device started its next
-    turn, a tts stop would end that turn instead (py-xiaozhi goes idle). Nor
-    does its button's abort end the conversation it just started.
+    It is told tts stop all the same (the firmware needs it to stop
+    speaking), and answers it with one more listen start (py-xiaozhi in
+    auto conversation): the turn it started goes on, hearing all of it.
     """
     voice.tts.seconds = 5.0
     await talker.wake("你好小智", SPEECH)
@@ -199,31 +208,98 @@ async def test_a_stop_never_reaches_the_next_turn(
         f'{{"session_id":"{talker.outgoing_session_id}","type":"abort"}}'
     )
     await talker.send_listen("start", "auto")
+    await talker.wait_for(lambda: "tts:stop" in texts(talker)[-3:])
+    assert stop_after(talker, aborted) < 0.5
+    await talker.send_listen("start", "auto")
     voice.tts.seconds = 0.3
     talker.say(SPEECH)
     await talker.wait_for(lambda: voice.stt.calls == 2, timeout=15)
     await closed(talker)
-    after = [
-        what for when, what in talker.timeline if when > aborted and what != "audio"
-    ]
-    assert after[0] == "stt", after  # the new turn's, no stop before it
+    assert voice.stt.calls == 2  # the second listen start was no new turn
+    assert abs(loud_seconds(bytes(voice.stt.received)) - 1.0) <= 2 * FRAME
 
 
-async def test_button_abort_ends_the_conversation(
+async def test_button_abort_stops_and_listens_again(
     hass: HomeAssistant,
     voice: Voice,
     init_integration: MockConfigEntry,
     talker: SimulatedDevice,
 ) -> None:
-    """A button press while speaking: quiet, and the link closes (no stop)."""
+    """A button press while speaking: quiet at once, then "listen to me".
+
+    The firmware stays Speaking until tts stop, then listens again (auto):
+    the next turn belongs to the same conversation.
+    """
+    await voice.use_agent()
     voice.tts.seconds = 5.0
     await talker.wake("你好小智", SPEECH)
     await talker.wait_for(lambda: talker.speaker.record.received >= 5, timeout=15)
-    await talker.send_abort()
-    await closed(talker)
-    assert "tts:stop" not in texts(talker)
-    assert voice.stt.calls == 1
+    pressed = asyncio.get_running_loop().time()
+    await talker.press_button()
+    await talker.wait_for(lambda: talker.listen_starts == 2, timeout=5)
+    assert stop_after(talker, pressed) < 0.5
     assert talker.speaker.record.received < 5.0 / FRAME
+    voice.tts.seconds = 0.3
+    talker.say(SPEECH)
+    await closed(talker)
+    assert voice.stt.calls == 2
+    first, second = voice.agent.inputs
+    assert first.conversation_id == second.conversation_id
+
+
+async def test_button_abort_in_push_to_talk_ends_the_conversation(
+    hass: HomeAssistant,
+    voice: Voice,
+    init_integration: MockConfigEntry,
+    talker: SimulatedDevice,
+) -> None:
+    """Manual mode goes idle after the stop: the link is let go."""
+    voice.tts.seconds = 5.0
+    await talker.connect()
+    talker.say(SPEECH)
+    await talker.send_listen("start", "manual")
+    await talker.wait_for(lambda: talker.speaker.record.received >= 5, timeout=15)
+    assert talker.state.activity == "speaking"
+    pressed = asyncio.get_running_loop().time()
+    await talker.press_button()
+    await closed(talker)
+    assert stop_after(talker, pressed) < 0.5
+    assert talker.state.activity == "idle"
+    assert voice.stt.calls == 1
+
+
+async def test_a_barge_in_ends_the_answering_run_first(
+    hass: HomeAssistant,
+    voice: Voice,
+    init_integration: MockConfigEntry,
+    talker: SimulatedDevice,
+) -> None:
+    """The button while the agent still answers: its run ends, then the next.
+
+    Home Assistant allows one active turn per conversation (2026.11:
+    ``intent-busy``): the agent's first run is cancelled before the device's
+    next turn reaches it.
+    """
+    await voice.use_agent()
+    voice.agent.delay = 30.0
+    voice.tts.seconds = 0.3
+    await talker.wake("你好小智", SPEECH)
+    await talker.wait_for(lambda: talker.state.activity == "speaking", timeout=15)
+    await talker.wait_for(lambda: len(voice.agent.inputs) == 1, timeout=15)
+    voice.agent.delay = 0.0
+    pressed = asyncio.get_running_loop().time()
+    await talker.press_button()
+    await talker.wait_for(lambda: talker.listen_starts == 2, timeout=5)
+    assert stop_after(talker, pressed) < 0.5
+    talker.say(SPEECH)
+    await closed(talker)
+    assert voice.agent.cancelled == 1
+    assert voice.agent.most_at_once == 1
+    assert len(voice.agent.inputs) == 2
+    assert talker.tts_sentences == [voice.agent.reply]
+    # One link for both turns. (Home Assistant keeps no chat session for a
+    # run cancelled in its first turn: the second starts a new one.)
+    assert talker.close_reasons == ["server_closed"]
 
 
 async def test_a_question_back_continues_the_conversation(

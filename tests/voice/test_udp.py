@@ -20,7 +20,7 @@ from simulator import SimulatedDevice
 from simulator.voice import dominant_frequency, silence, tone
 from tests.conftest import LOOPBACK_OTA_URL, wait_for_runtime
 from tests.voice.conftest import Voice, satellite_id
-from tests.voice.test_turn import FRAME, SPEECH, loud_seconds
+from tests.voice.test_turn import FRAME, SPEECH, loud_seconds, stop_after
 
 pytestmark = pytest.mark.mqtt_endpoint
 
@@ -90,6 +90,30 @@ async def test_turn_over_udp_ends_with_goodbye(
     assert mqtt_talker.state.activity == "idle"
     assert not mqtt_talker.audio_channel_open
     assert not mqtt_talker.microphone_on
+
+
+async def test_button_abort_over_mqtt_stops_and_listens_again(
+    hass: HomeAssistant,
+    voice: Voice,
+    init_integration: MockConfigEntry,
+    mqtt_talker: SimulatedDevice,
+) -> None:
+    """The button while speaking: tts stop at once, the next turn, then goodbye."""
+    voice.tts.seconds = 5.0
+    await mqtt_talker.wake("你好小智", SPEECH)
+    await mqtt_talker.wait_for(
+        lambda: mqtt_talker.speaker.record.received >= 5, timeout=15
+    )
+    pressed = asyncio.get_running_loop().time()
+    await mqtt_talker.press_button()
+    await mqtt_talker.wait_for(lambda: mqtt_talker.listen_starts == 2, timeout=5)
+    assert stop_after(mqtt_talker, pressed) < 0.5
+    assert mqtt_talker.goodbyes_received == 0
+    voice.tts.seconds = 0.3
+    mqtt_talker.say(SPEECH)
+    await conversation_over(mqtt_talker)
+    assert voice.stt.calls == 2
+    assert mqtt_talker.connected
 
 
 async def test_each_conversation_gets_a_fresh_key(

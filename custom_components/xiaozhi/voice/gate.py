@@ -95,6 +95,11 @@ class WakeGate:
         """
         return self._task is not None and not self._task.done()
 
+    @property
+    def woken(self) -> bool:
+        """Return True when a wake word waits for its ``listen start``."""
+        return self._wake is not None
+
     # --- what the device does ---------------------------------------------
 
     @callback

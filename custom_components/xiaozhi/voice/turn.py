@@ -283,18 +283,12 @@ class VoiceTurn:
         self._close()
         return self.result.continue_conversation and self.result.error is None
 
-    async def abort(self, *, say_stop: bool) -> None:
-        """Stop the reply at once (within one frame), as the device asked.
-
-        ``tts stop`` follows only with ``say_stop`` (see the satellite's
-        abort: after a button the client may be in its next turn already).
-        """
+    async def abort(self) -> None:
+        """Stop the reply at once (within one frame) and say ``tts stop``."""
         self.end_audio()
         if self._speaker is not None:
             self._speaker.cancel()
-        if say_stop:
-            await self._stop_speaking()
-        self._tts_stopped = True
+        await self._stop_speaking()
         self._on_played()
         self._close()
 
