@@ -1,12 +1,15 @@
 """Firmware images for tests and the simulated device: built, and read back.
 
 Builds what a xiaozhi release zip holds (``merged-binary.bin``: a partition
-table at 0x8000 and the application image in its first app slot) with an
-ESP image header (chip id), one segment and an ``esp_app_desc_t`` (magic,
-version, project name), and reads an image as the firmware's OTA does (the
-header's magic and chip id; nothing else).
+table at 0x8000 and the application image in its first app slot), laid out
+as esptool's ``elf2image`` writes it: an ESP image header (chip id, hash
+flag), one flash-mapped segment starting with ``esp_app_desc_t`` (magic,
+version, project name), the checksum block and the SHA-256 of all before it.
+Reads an image as the firmware's OTA does (the header's magic and chip id;
+nothing else).
 """
 
+import hashlib
 import io
 import struct
 from typing import Final
@@ -16,6 +19,24 @@ CHIP_IDS: Final = {"esp32": 0, "esp32s3": 9, "esp32c3": 5, "esp32c6": 13, "esp32
 APP_OFFSET: Final = 0x20000
 APP_SLOT: Final = 0x3F0000
 
+IMAGE_MAGIC: Final = 0xE9
+APP_DESC_MAGIC: Final = 0xABCD5432
+# esp_image_header_t: magic, segment count, SPI mode, SPI speed and size,
+# entry, WP pin, SPI pin drive, chip id, min chip rev, min and max chip rev
+# (major * 100 + minor), reserved, hash appended (byte 23).
+IMAGE_HEADER: Final = struct.Struct("<BBBBIB3sHBHH4sB")
+SEGMENT_HEADER: Final = struct.Struct("<II")
+APP_DESC_SIZE: Final = 256
+CHECKSUM_SEED: Final = 0xEF  # ESP_ROM_CHECKSUM_INITIAL
+# Where ESP-IDF links flash-mapped data (.flash.appdesc first): SOC_DROM_LOW.
+DROM: Final = {
+    "esp32": 0x3F400000,
+    "esp32s3": 0x3C000000,
+    "esp32c3": 0x3C000000,
+    "esp32c6": 0x42000000,
+    "esp32p4": 0x40000000,
+}
+
 
 def app_image(
     *,
@@ -23,16 +44,22 @@ def app_image(
     chip: str = "esp32s3",
     project: str = "xiaozhi",
     payload: int = 4096,
+    digest: bool = True,
 ) -> bytes:
-    """Return an application image of ``version`` for ``chip``."""
-    desc = bytearray(256)
-    struct.pack_into("<I", desc, 0, 0xABCD5432)
+    """Return an application image of ``version`` for ``chip``.
+
+    One segment in the flash-mapped data region (where ESP-IDF links
+    ``.flash.appdesc``, 0x20 past a 64 KB page so that it maps), holding the
+    descriptor and ``payload`` bytes; the checksum block; with ``digest``,
+    as every xiaozhi build, the SHA-256 of the image so far.
+    """
+    desc = bytearray(APP_DESC_SIZE)
+    struct.pack_into("<I", desc, 0, APP_DESC_MAGIC)
     desc[0x10 : 0x10 + len(version)] = version.encode()
     desc[0x30 : 0x30 + len(project)] = project.encode()
     segment = bytes(desc) + bytes(range(256)) * (payload // 256)
-    header = struct.pack(
-        "<BBBBIB3sHB2H4sB",
-        0xE9,
+    header = IMAGE_HEADER.pack(
+        IMAGE_MAGIC,
         1,
         2,
         0x4F,
@@ -44,11 +71,14 @@ def app_image(
         0,
         0xFFFF,
         b"\0\0\0\0",
-        0,
+        1 if digest else 0,
     )
-    image = header + struct.pack("<II", 0x3C000020, len(segment)) + segment
-    image += b"\xaa"  # checksum
-    image += b"\0" * (-len(image) % 16)
+    load_address = DROM[chip] + IMAGE_HEADER.size + SEGMENT_HEADER.size
+    image = header + SEGMENT_HEADER.pack(load_address, len(segment)) + segment
+    image += bytes(-(len(image) + 1) % 16)
+    image += bytes([CHECKSUM_SEED ^ _xor(segment)])
+    if digest:
+        image += hashlib.sha256(image).digest()
     return image
 
 
@@ -107,3 +137,19 @@ def read_image(data: bytes, chip: str) -> str:
     if chip_id != CHIP_IDS.get(chip):
         raise ValueError(f"image for chip {chip_id}, not {chip}")
     return data[0x30:0x50].split(b"\0", 1)[0].decode()
+
+
+def _xor(data: bytes) -> int:
+    """Return the XOR of all bytes of ``data``.
+
+    The firmware XORs 32-bit words and folds the result to a byte; that is
+    the XOR of the bytes. Folding a big integer in halves keeps a 4 MB
+    image fast.
+    """
+    value = int.from_bytes(data)
+    size = len(data)
+    while size > 1:
+        half = (size + 1) // 2
+        value = (value >> (8 * half)) ^ (value & ((1 << (8 * half)) - 1))
+        size = half
+    return value
