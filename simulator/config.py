@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 import uuid
 
+from .firmware_image import DEFAULT_TABLE, FACTORY_TABLE, PartitionEntry
 from .tools import (
     ArgumentValue,
     PropertySpec,
@@ -42,8 +43,12 @@ class DeviceConfig:
     """Install a newer ``firmware`` the OTA answer offers, as the firmware
     does at boot (off: only record the offer)."""
     ota_slots: bool = True
-    """Whether its partition table has OTA slots (``partitions/v2/4m.csv``
-    has only ``factory``: such a board cannot update over the air)."""
+    """Whether its partition table has OTA slots (``partitions/v2/16m.csv``;
+    ``4m.csv`` has only ``factory``: such a board cannot update over the
+    air)."""
+    running_partition: str | None = None
+    """The app partition it runs from (``ota.label`` of its OTA check); None
+    for the first of its table. A flash switches it to the slot written."""
     language: str = "zh-CN"
     serial_number: str | None = None
     hmac_key: str = "xiaozhi-simulator"
@@ -130,6 +135,18 @@ class DeviceConfig:
         object.__setattr__(self, "extra_tools", tuple(self.extra_tools))
         if self.protocol_version not in (1, 2, 3):
             raise ValueError("protocol_version must be 1, 2 or 3")
+
+    @property
+    def partition_table(self) -> list[PartitionEntry]:
+        """Return its partition table."""
+        return DEFAULT_TABLE if self.ota_slots else FACTORY_TABLE
+
+    @property
+    def running_label(self) -> str:
+        """Return the label of the app partition it runs from."""
+        if self.running_partition is not None:
+            return self.running_partition
+        return next(entry.label for entry in self.partition_table if entry.type == 0)
 
     @property
     def user_agent(self) -> str:

@@ -28,7 +28,7 @@ import aiohttp
 
 from .config import DeviceConfig, Faults
 from .device_tools import build_tools
-from .firmware_image import read_image
+from .firmware_image import next_ota_slot, read_image
 from .mcp_server import AfterReply, McpServer, defer_after_reply
 from .mqtt import DeviceMqttLink, DeviceUdpChannel, UdpParams, UdpRecord, parse_udp
 from .notify import NotifyPlayback, play_notify
@@ -1466,9 +1466,8 @@ class SimulatedDevice:
         """Download and flash an image, as ``Application::UpgradeFirmware`` does.
 
         The audio channel closes first (over WebSocket that is the link).
-        The GET needs status 200 and a non-zero ``Content-Length``; the image
-        is checked for its magic and chip only (``esp_ota_end``). Success
-        reboots into the new version; failure shows an alert and carries on.
+        Success reboots into the new version; failure shows an alert and
+        carries on.
         """
         if self._udp is not None:
             await self.close_audio_channel()
@@ -1478,9 +1477,17 @@ class SimulatedDevice:
             await self.reboot()
 
     async def _flash(self, url: str) -> bool:
-        """Download and write an image; True once it is the next boot's."""
+        """Download and write an image; True once it is the next boot's.
+
+        As ``Ota::Upgrade`` (``main/ota.cc``) does: the next OTA slot is
+        picked before the GET (with none it fails at once), the download is
+        written into it (``esp_ota_write`` refuses a byte past its end), and
+        ``esp_ota_end`` verifies the whole (``read_image``).
+        """
         try:
-            version = read_image(await self._download_image(url), self.config.chip)
+            slot = next_ota_slot(self.config.partition_table, self.config.running_label)
+            image = await self._download_image(url, slot.size)
+            version = read_image(image, self.config.chip)
         except (aiohttp.ClientError, TimeoutError, ValueError) as err:
             _LOGGER.warning("%s: upgrade failed: %s", self.name, err)
             self.upgrades.append((None, str(err)))
@@ -1488,11 +1495,17 @@ class SimulatedDevice:
             return False
         _LOGGER.info("%s: upgraded to %s; rebooting", self.name, version)
         self.upgrades.append((version, ""))
-        self.config = dataclasses.replace(self.config, firmware=version)
+        self.config = dataclasses.replace(
+            self.config, firmware=version, running_partition=slot.label
+        )
         return True
 
-    async def _download_image(self, url: str) -> bytes:
-        """GET an image as the firmware's OTA does; ValueError when refused."""
+    async def _download_image(self, url: str, room: int) -> bytes:
+        """GET an image into a slot of ``room`` bytes; ValueError when refused.
+
+        As the firmware's OTA does: status 200 and a non-zero
+        ``Content-Length``, and no byte past the end of the slot.
+        """
         response = await self._client().get(self.rewrite(url), allow_redirects=False)
         try:
             length = response.content_length or 0
@@ -1503,6 +1516,8 @@ class SimulatedDevice:
                 body += chunk
                 self.upgrade_bytes += len(chunk)
                 self._notify()
+                if len(body) > room:
+                    raise ValueError(f"image larger than its {room}-byte slot")
         finally:
             response.release()
         if len(body) != length:

@@ -97,21 +97,15 @@ def system_info(
         },
         "partition_table": [
             {
-                "label": "nvs",
-                "type": 1,
-                "subtype": 2,
-                "address": 0x9000,
-                "size": 0x4000,
-            },
-            {
-                "label": "ota_0" if config.ota_slots else "factory",
-                "type": 0,
-                "subtype": 16 if config.ota_slots else 0,
-                "address": 0x20000,
-                "size": 0x3F0000,
-            },
+                "label": entry.label,
+                "type": entry.type,
+                "subtype": entry.subtype,
+                "address": entry.offset,
+                "size": entry.size,
+            }
+            for entry in config.partition_table
         ],
-        "ota": {"label": "ota_0"},
+        "ota": {"label": config.running_label},
         "board": {
             "type": config.board,
             "name": config.board,

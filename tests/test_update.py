@@ -2,13 +2,16 @@
 
 A local release server answers in GitHub's shape; its zips hold merged
 binaries built like the firmware's. The simulated device downloads what it
-is given over HTTP, checks the length and the chip, and reboots into it.
+is given over HTTP into its next OTA slot, checks it as the firmware's
+``esp_image_verify`` does (chip, checksum, the appended SHA-256), and
+reboots into it.
 """
 
 import asyncio
 from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
+import hashlib
 from typing import Any
 
 from aiohttp import web
@@ -229,6 +232,41 @@ async def test_a_release_installs_and_the_device_comes_back_with_it(
     # The image URL worked once: asking again is refused.
     status, _body = await device.http_request("GET", device.upgrade_urls[-1])
     assert status == 404
+
+
+async def test_the_device_gets_the_whole_image_its_sha256_included(
+    hass: HomeAssistant,
+    init_integration: MockConfigEntry,
+    simulators: Callable[..., SimulatedDevice],
+    release_server: ReleaseServer,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What is served is the app partition's image to its last byte, the digest."""
+    image = app_image(version="2.6.0")
+    # esptool's layout: segments, a 16-byte aligned checksum block, 32 bytes.
+    assert image[23] == 1
+    assert len(image) % 16 == 0
+    assert image[-32:] == hashlib.sha256(image[:-32]).digest()
+    release_server.add("2.6.0", {f"v2.6.0_{BOARD}.zip": board_zip("2.6.0")})
+    served: list[bytes] = []
+    firmware_check = simulated_device.read_image
+
+    def spy(data: bytes, chip: str) -> str:
+        served.append(data)
+        return firmware_check(data, chip)
+
+    monkeypatch.setattr(simulated_device, "read_image", spy)
+    device = await online(init_integration, simulators)
+    await checked(hass)
+    await install_version(hass)
+    assert served == [image]
+    assert device.upgrade_bytes == len(image)
+    assert device.upgrades == [("2.6.0", "")]
+    assert device.config.running_partition == "ota_1"
+    await wait_for_runtime(init_integration.runtime_data, lambda m: m.connected)
+    state = hass.states.get(firmware_id(hass))
+    assert state is not None
+    assert state.attributes[ATTR_INSTALLED_VERSION] == "2.6.0"
 
 
 async def test_a_newer_firmware_is_not_offered_an_older_release(

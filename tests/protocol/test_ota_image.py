@@ -1,9 +1,12 @@
 """Firmware images: cut out of a release, and refused unless right for the device."""
 
+import hashlib
+
 import pytest
 
 from custom_components.xiaozhi.protocol.ota_image import (
     FirmwareRefusedError,
+    ImageHeader,
     Partition,
     Refusal,
     app_from_merged,
@@ -41,6 +44,24 @@ def test_a_release_zip_gives_its_application_image() -> None:
     assert app.data == image
     assert (app.version, app.project, app.chip) == ("2.5.0", "xiaozhi", "esp32s3")
     check_image(app, version="2.5.0", chip="esp32s3", slots=SLOTS)
+
+
+@pytest.mark.parametrize("digest", [True, False], ids=["sha256", "no-sha256"])
+def test_the_appended_sha256_is_cut_out_with_the_image(digest: bool) -> None:
+    """The header's byte 23 says a digest follows the checksum block: it is kept."""
+    image = app_image(version="2.5.0", digest=digest)
+    header = ImageHeader.read(image)
+    assert header.hash_appended == digest
+    assert header.max_chip_rev_full == 0xFFFF  # not the flag: the field before it
+    merged = build_merged(image)
+    app = app_from_merged(merged)
+    assert app.data == image
+    assert len(app.data) == len(app_image(version="2.5.0", digest=False)) + (
+        32 if digest else 0
+    )
+    if digest:
+        assert app.data[-32:] == hashlib.sha256(app.data[:-32]).digest()
+    assert refusal(lambda: app_from_merged(merged[:-32])) is Refusal.NOT_AN_IMAGE
 
 
 @pytest.mark.parametrize(

@@ -160,6 +160,8 @@ class FakeServer(Waitable):
         self.upload_body = '{"success": true, "text": "a cat"}'
         self.image_status = 200
         self.image_bytes = b"\xff\xd8\xff" + b"0" * 61 + b"\xff\xd9"
+        self.firmware = b""
+        self.firmware_requests = 0
         app = web.Application()
         app.router.add_get("/ws", self._ws)
         app.router.add_post("/ota/", self._ota)
@@ -167,6 +169,7 @@ class FakeServer(Waitable):
         app.router.add_post("/vision", self._upload)
         app.router.add_post("/snapshot", self._upload)
         app.router.add_get("/image.jpg", self._image)
+        app.router.add_get("/firmware.bin", self._firmware)
         self.server = TestServer(app, host="127.0.0.1")
 
     async def start(self) -> None:
@@ -272,6 +275,12 @@ class FakeServer(Waitable):
         return web.Response(
             status=self.image_status, body=self.image_bytes, content_type="image/jpeg"
         )
+
+    async def _firmware(self, request: web.Request) -> web.Response:
+        del request
+        self.firmware_requests += 1
+        self.notify()
+        return web.Response(body=self.firmware)
 
 
 @pytest.fixture

@@ -8,10 +8,13 @@ The device itself checks only the image's integrity and chip
 (``esp_ota_end``): the board, the project and the version are checked here.
 
 Formats (ESP-IDF): partition entries of 32 bytes (magic ``AA 50``, type,
-subtype, offset, size, label); the image header of 24 bytes (magic 0xE9,
-segment count, chip id at 12, hash-appended flag at 23); segment headers of
-8 bytes (load address, length); ``esp_app_desc_t`` right after the first
-segment header (magic 0xABCD5432, version, project name).
+subtype, offset, size, label); the image header of 24 bytes
+(``esp_image_header_t``: magic 0xE9, segment count, chip id at 12,
+hash-appended flag at 23); segment headers of 8 bytes (load address,
+length); ``esp_app_desc_t`` right after the first segment header (magic
+0xABCD5432, version, project name). After the segments comes a 16-byte
+aligned block ending in the checksum and, when the flag is set, the image's
+SHA-256: both are part of the image, and the device refuses it without them.
 """
 
 from collections.abc import Mapping
@@ -20,7 +23,7 @@ from enum import StrEnum
 import io
 import re
 import struct
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 import zipfile
 
 PARTITION_TABLE_OFFSET: Final = 0x8000
@@ -32,8 +35,9 @@ SUBTYPE_OTA_0: Final = 0x10
 SUBTYPE_OTA_15: Final = 0x1F
 IMAGE_MAGIC: Final = 0xE9
 APP_DESC_MAGIC: Final = 0xABCD5432
-IMAGE_HEADER: Final = struct.Struct("<BBBBIB3sHB2H4sB")
+IMAGE_HEADER: Final = struct.Struct("<BBBBIB3sHBHH4sB")
 SEGMENT_HEADER: Final = struct.Struct("<II")
+DIGEST_SIZE: Final = 32
 APP_DESC_OFFSET: Final = IMAGE_HEADER.size + SEGMENT_HEADER.size
 MAX_SEGMENTS: Final = 16
 MERGED_BINARY: Final = "merged-binary.bin"
@@ -54,6 +58,30 @@ CHIP_IDS: Final = {
     "esp32c5": 23,
 }
 _PLAIN_VERSION: Final = re.compile(r"^\d{1,9}(\.\d{1,9}){0,3}$")
+
+
+class ImageHeader(NamedTuple):
+    """The 24-byte header of an ESP image (``esp_image_header_t``)."""
+
+    magic: int
+    segment_count: int
+    spi_mode: int
+    spi_speed_size: int
+    entry_addr: int
+    wp_pin: int
+    spi_pin_drv: bytes
+    chip_id: int
+    min_chip_rev: int
+    min_chip_rev_full: int
+    max_chip_rev_full: int
+    reserved: bytes
+    hash_appended: int
+    """Byte 23: a SHA-256 of the image follows its checksum block."""
+
+    @classmethod
+    def read(cls, data: bytes) -> ImageHeader:
+        """Read the header at the start of ``data``."""
+        return cls._make(IMAGE_HEADER.unpack_from(data))
 
 
 class Refusal(StrEnum):
@@ -256,28 +284,26 @@ def read_firmware_file(data: bytes) -> AppImage:
 
 
 def read_app_image(data: bytes) -> AppImage:
-    """Read an application image (trailing 0xFF padding is cut off)."""
+    """Read an application image, whole: its segments, checksum block and digest.
+
+    What follows it (the 0xFF of the rest of its partition) is cut off.
+    """
     if len(data) < APP_DESC_OFFSET + 0x50:
         raise FirmwareRefusedError(Refusal.NOT_AN_IMAGE, "too short")
-    header = IMAGE_HEADER.unpack_from(data)
-    magic, segments, chip_id, hash_appended = (
-        header[0],
-        header[1],
-        header[7],
-        header[11],
-    )
-    if magic != IMAGE_MAGIC or not 0 < segments <= MAX_SEGMENTS:
+    header = ImageHeader.read(data)
+    if header.magic != IMAGE_MAGIC or not 0 < header.segment_count <= MAX_SEGMENTS:
         raise FirmwareRefusedError(Refusal.NOT_AN_IMAGE, "no image header")
     end = IMAGE_HEADER.size
-    for _ in range(segments):
+    for _ in range(header.segment_count):
         if end + SEGMENT_HEADER.size > len(data):
             raise FirmwareRefusedError(Refusal.NOT_AN_IMAGE, "cut short")
         _address, length = SEGMENT_HEADER.unpack_from(data, end)
         end += SEGMENT_HEADER.size + length
     end += 1  # the checksum byte, then padding to 16
     end += -end % 16
-    if hash_appended == 1:
-        end += 32
+    # esptool writes 0 or 1; ESP-IDF reads any other value as set too.
+    if header.hash_appended:
+        end += DIGEST_SIZE
     if end > len(data):
         raise FirmwareRefusedError(Refusal.NOT_AN_IMAGE, "cut short")
     (desc_magic,) = struct.unpack_from("<I", data, APP_DESC_OFFSET)
@@ -285,7 +311,7 @@ def read_app_image(data: bytes) -> AppImage:
         raise FirmwareRefusedError(Refusal.NOT_XIAOZHI, "no application descriptor")
     version = _text(data, APP_DESC_OFFSET + 0x10, 32)
     project = _text(data, APP_DESC_OFFSET + 0x30, 32)
-    return AppImage(data[:end], chip_id, version, project)
+    return AppImage(data[:end], header.chip_id, version, project)
 
 
 def _text(data: bytes, offset: int, size: int) -> str:
