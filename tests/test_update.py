@@ -675,7 +675,7 @@ async def test_a_download_that_breaks_off_fails_at_once(
     device = await online(init_integration, simulators)
     await checked(hass)
 
-    async def drop_half_way(url: str) -> bytes:
+    async def drop_half_way(url: str, _room: int) -> bytes:
         response = await device._client().get(device.rewrite(url))
         await response.content.readexactly(64 * 1024)
         response.close()
