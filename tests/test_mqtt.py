@@ -271,6 +271,48 @@ async def test_port_in_use_raises_a_repair_issue_fixed_from_the_repair(
     assert server_entry.options["mqtt_port"] == mqtt_port
 
 
+async def test_the_port_repair_keeps_the_settings_it_does_not_show(
+    hass: HomeAssistant,
+    init_integration: MockConfigEntry,
+    server_entry: MockConfigEntry,
+    hass_client: ClientSessionGenerator,
+) -> None:
+    """Its fix saves the transport and ports; the firmware settings stay."""
+    kept = {
+        "firmware_releases_url": "https://example.com/releases",
+        "firmware_prereleases": True,
+        "wake_arbitration": False,
+    }
+    hass.config_entries.async_update_entry(
+        server_entry, options={**server_entry.options, **kept}
+    )
+    endpoints = _endpoints(hass)
+    await endpoints.async_stop()
+    with socket.socket() as taken:
+        taken.bind(("0.0.0.0", 0))  # noqa: S104 - where the endpoint binds
+        taken.listen()
+        await endpoints.async_start(
+            ServerSettings(mqtt_port=taken.getsockname()[1], udp_port=0)
+        )
+    assert await async_setup_component(hass, "repairs", {})
+    repairs = await hass_client()
+    response = await repairs.post(
+        "/api/repairs/issues/fix",
+        json={"handler": DOMAIN, "issue_id": "port_unavailable_mqtt_port"},
+    )
+    flow = await response.json()
+    ports = {
+        "transport": "auto",
+        "mqtt_port": free_port(socket.SOCK_STREAM),
+        "udp_port": free_port(socket.SOCK_DGRAM),
+    }
+    response = await repairs.post(
+        f"/api/repairs/issues/fix/{flow['flow_id']}", json=ports
+    )
+    assert (await response.json())["type"] == "create_entry"
+    assert server_entry.options == {**ports, **kept}
+
+
 async def test_an_unloaded_server_leaves_no_port_repair(
     hass: HomeAssistant,
     init_integration: MockConfigEntry,

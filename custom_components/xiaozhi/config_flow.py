@@ -171,9 +171,12 @@ async def async_try_settings(
     A port an MQTT broker owns is refused first; a port that cannot be opened
     leaves what serves now as it was (its error goes into ``placeholders``).
     A server entry that is not loaded (disabled, failed) opens nothing: its
-    settings are used once it is.
+    settings are used once it is. What the form does not show (a repair
+    shows only the ports) stays as stored.
     """
-    settings = server_settings(user_input)
+    settings = server_settings(
+        {**ServerSettings.from_options(server.options).as_options(), **user_input}
+    )
     errors = reserved_port_errors(settings)
     if not is_http_url(settings.firmware_releases_url):
         errors[CONF_FIRMWARE_RELEASES_URL] = "invalid_url"
