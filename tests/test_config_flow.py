@@ -440,12 +440,37 @@ async def test_reconfigure_an_unloaded_device(
     assert mock_config_entry.data[CONF_TOKEN] != TOKEN
 
 
-async def test_the_server_has_no_token_to_reconfigure(
+async def test_reconfiguring_the_server_changes_its_settings(
     hass: HomeAssistant, setup_integration: None, server_entry: MockConfigEntry
 ) -> None:
+    """The server has no token: Reconfigure shows its settings, as Configure does."""
     result = await server_entry.start_reconfigure_flow(hass)
+    assert result["type"] is FlowResultType.FORM
+    assert result["step_id"] == "server_settings"
+    result = await hass.config_entries.flow.async_configure(
+        result["flow_id"],
+        {
+            "transport": "websocket",
+            "mqtt_port": 1883,
+            "udp_port": 1886,
+            "firmware_prereleases": True,
+        },
+    )
+    assert result["type"] is FlowResultType.FORM
+    assert result["errors"] == {"mqtt_port": "port_reserved"}
+    result = await hass.config_entries.flow.async_configure(
+        result["flow_id"],
+        {
+            "transport": "websocket",
+            "mqtt_port": 1885,
+            "udp_port": 1886,
+            "firmware_prereleases": True,
+        },
+    )
     assert result["type"] is FlowResultType.ABORT
-    assert result["reason"] == "server_reconfigure"
+    assert result["reason"] == "server_settings_saved"
+    assert server_entry.options["transport"] == "websocket"
+    assert server_entry.options["firmware_prereleases"] is True
 
 
 # The settings the first flow does not ask for, as they start.

@@ -7,6 +7,7 @@ which device it is. A device that checks in on its own gets a discovery card
 that asks for its code.
 """
 
+from collections.abc import Callable
 from typing import Any, Final, override
 
 from homeassistant.config_entries import (
@@ -402,7 +403,7 @@ class XiaozhiConfigFlow(ConfigFlow, domain=DOMAIN):
         """Issue the device a new token."""
         entry = self._get_reconfigure_entry()
         if is_server_entry(entry):
-            return self.async_abort(reason="server_reconfigure")
+            return await self.async_step_server_settings()
         if user_input is None:
             return self.async_show_form(
                 step_id="reconfigure",
@@ -419,6 +420,49 @@ class XiaozhiConfigFlow(ConfigFlow, domain=DOMAIN):
             await runtime.async_token_changed()
         return self.async_abort(reason="reconfigure_successful")
 
+    async def async_step_server_settings(
+        self, user_input: dict[str, Any] | None = None
+    ) -> ConfigFlowResult:
+        """Change the settings every device shares (as Configure does)."""
+        entry = self._get_reconfigure_entry()
+        return await async_server_settings_step(
+            self,
+            entry,
+            user_input,
+            "server_settings",
+            lambda settings: self.async_update_and_abort(
+                entry,
+                options=settings.as_options(),
+                reason="server_settings_saved",
+            ),
+        )
+
+
+async def async_server_settings_step(
+    flow: ConfigFlow | OptionsFlow,
+    entry: ConfigEntry,
+    user_input: dict[str, Any] | None,
+    step_id: str,
+    done: Callable[[ServerSettings], ConfigFlowResult],
+) -> ConfigFlowResult:
+    """Show the server's settings; apply them only once every new port is open."""
+    errors: dict[str, str] = {}
+    placeholders = {"port": "", "error": "", "ota_url": ota_url(flow.hass)}
+    if user_input is not None:
+        settings, errors = await async_try_settings(
+            flow.hass, entry, user_input, placeholders
+        )
+        if not errors:
+            return done(settings)
+    return flow.async_show_form(
+        step_id=step_id,
+        data_schema=flow.add_suggested_values_to_schema(
+            SERVER_OPTIONS_SCHEMA, server_form_values(entry, user_input)
+        ),
+        errors=errors,
+        description_placeholders=placeholders,
+    )
+
 
 class ServerOptionsFlow(OptionsFlow):
     """The settings every device shares: how devices reach Home Assistant."""
@@ -433,22 +477,12 @@ class ServerOptionsFlow(OptionsFlow):
         self, user_input: dict[str, Any] | None = None
     ) -> ConfigFlowResult:
         """Show the settings; apply them only once every new port is open."""
-        errors: dict[str, str] = {}
-        placeholders = {"port": "", "error": "", "ota_url": ota_url(self.hass)}
-        if user_input is not None:
-            settings, errors = await async_try_settings(
-                self.hass, self.config_entry, user_input, placeholders
-            )
-            if not errors:
-                return self.async_create_entry(data=settings.as_options())
-        return self.async_show_form(
-            step_id="server",
-            data_schema=self.add_suggested_values_to_schema(
-                SERVER_OPTIONS_SCHEMA,
-                server_form_values(self.config_entry, user_input),
-            ),
-            errors=errors,
-            description_placeholders=placeholders,
+        return await async_server_settings_step(
+            self,
+            self.config_entry,
+            user_input,
+            "server",
+            lambda settings: self.async_create_entry(data=settings.as_options()),
         )
 
 
