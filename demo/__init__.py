@@ -53,6 +53,9 @@ DEVICE_STOP_TIMEOUT = 10.0
 HTTP_STORE_KEY = "http"
 HTTP_STORE_VERSION = 2
 HTTP_STORE_MINOR_VERSION = 2
+# The SSL profile the store's schema fills in, by the store versions the demo
+# writes: 3.1 (Home Assistant 2026.11) names profiles after their guideline.
+HTTP_STORE_SSL_PROFILES = {(2, 2): "modern", (3, 1): "intermediate_v6"}
 HTTP_STORE_META_KEYS = ("created_at", "error", "error_message")
 
 
