@@ -21,7 +21,8 @@ Rooms: ``files`` (what is written to disk), ``process`` (Home Assistant as a
 child process), ``client`` (Home Assistant's REST and WebSocket APIs),
 ``devices`` (the simulated devices and the console), ``voice`` (the pipeline
 and conversations), ``voice_engines`` (a small integration loaded into the
-demo's Home Assistant), ``main`` (the run).
+demo's Home Assistant), ``main`` (the run). ``smoke`` reuses them to test
+the integration on any Home Assistant release (``scripts/smoke``).
 """
 
 from pathlib import Path
