@@ -21,7 +21,8 @@ Rooms: ``files`` (what is written to disk), ``process`` (Home Assistant as a
 child process), ``client`` (Home Assistant's REST and WebSocket APIs),
 ``devices`` (the simulated devices and the console), ``voice`` (the pipeline
 and conversations), ``voice_engines`` (a small integration loaded into the
-demo's Home Assistant), ``main`` (the run).
+demo's Home Assistant), ``main`` (the run). ``smoke`` reuses them to test
+the integration on any Home Assistant release (``scripts/smoke``).
 """
 
 from pathlib import Path
@@ -53,6 +54,9 @@ DEVICE_STOP_TIMEOUT = 10.0
 HTTP_STORE_KEY = "http"
 HTTP_STORE_VERSION = 2
 HTTP_STORE_MINOR_VERSION = 2
+# The SSL profile the store's schema fills in, by the store versions the demo
+# writes: 3.1 (Home Assistant 2026.11) names profiles after their guideline.
+HTTP_STORE_SSL_PROFILES = {(2, 2): "modern", (3, 1): "intermediate_v6"}
 HTTP_STORE_META_KEYS = ("created_at", "error", "error_message")
 
 

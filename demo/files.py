@@ -14,6 +14,7 @@ from . import (
     HTTP_STORE_KEY,
     HTTP_STORE_META_KEYS,
     HTTP_STORE_MINOR_VERSION,
+    HTTP_STORE_SSL_PROFILES,
     HTTP_STORE_VERSION,
     DemoError,
 )
@@ -96,18 +97,23 @@ class DemoPaths:
         return self.demo / "devices.log"
 
 
-def http_store(port: int, created_at: str) -> dict[str, Any]:
+def http_store(
+    port: int,
+    created_at: str,
+    version: tuple[int, int] = (HTTP_STORE_VERSION, HTTP_STORE_MINOR_VERSION),
+) -> dict[str, Any]:
     """Return Home Assistant's HTTP settings store with 127.0.0.1:<port> as stable.
 
-    The layout is what ``HTTPConfigStore`` reads (version 2.2): the settings
+    The layout is what ``HTTPConfigStore`` reads (``version``, one of
+    ``HTTP_STORE_SSL_PROFILES``; 2.2 by default): the settings
     under ``stable`` are complete and normalised the way its schema leaves
     them, nothing is ``pending`` and the YAML migration is done, so Home
     Assistant uses the settings as they are ("Using stable HTTP config")
     and schedules no revert.
     """
     return {
-        "version": HTTP_STORE_VERSION,
-        "minor_version": HTTP_STORE_MINOR_VERSION,
+        "version": version[0],
+        "minor_version": version[1],
         "key": HTTP_STORE_KEY,
         "data": {
             "stable": {
@@ -116,7 +122,7 @@ def http_store(port: int, created_at: str) -> dict[str, Any]:
                 "cors_allowed_origins": ["https://cast.home-assistant.io"],
                 "login_attempts_threshold": -1,
                 "ip_ban_enabled": True,
-                "ssl_profile": "modern",
+                "ssl_profile": HTTP_STORE_SSL_PROFILES[version],
                 "use_x_frame_options": True,
                 "created_at": created_at,
                 "error": None,
@@ -166,12 +172,14 @@ def check_http_store_version(installed: tuple[int, int]) -> None:
     writing the old layout would be migrated, misread or thrown away without a
     word: stop instead, and say what to update.
     """
-    written = (HTTP_STORE_VERSION, HTTP_STORE_MINOR_VERSION)
-    if installed != written:
+    if installed not in HTTP_STORE_SSL_PROFILES:
+        written = " or ".join(
+            f"{major}.{minor}" for major, minor in HTTP_STORE_SSL_PROFILES
+        )
         raise DemoError(
             "Home Assistant's HTTP settings store is version "
-            f"{installed[0]}.{installed[1]}, the demo writes {written[0]}."
-            f"{written[1]}: update http_store() in demo/files.py to what "
+            f"{installed[0]}.{installed[1]}, the demo writes {written}: "
+            "update http_store() in demo/files.py to what "
             "homeassistant/components/http/config.py now reads."
         )
 
@@ -194,7 +202,7 @@ def write_http_store(
         installed = (http_config.STORAGE_VERSION, http_config.STORAGE_MINOR_VERSION)
     check_http_store_version(installed)
     path = config_dir / ".storage" / HTTP_STORE_KEY
-    wanted = http_store(port, now.isoformat())
+    wanted = http_store(port, now.isoformat(), installed)
     try:
         current = json.loads(path.read_text(encoding="utf-8"))
     except OSError, ValueError:

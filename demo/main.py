@@ -153,7 +153,7 @@ class Demo:
         self.paths = paths
         self.port: int = args.port
         self.timeout: float = args.timeout
-        self.ha = HomeAssistantProcess(paths)
+        self.ha = HomeAssistantProcess(paths.config, paths.log)
         self.session = aiohttp.ClientSession()
         self.client = HomeAssistantClient(self.session, self.port)
         self.devices: list[SimulatedDevice] = []

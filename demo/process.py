@@ -3,12 +3,13 @@
 import asyncio
 import contextlib
 import ctypes
+from pathlib import Path
 import signal
 import subprocess
 import sys
 
 from . import RESTART_EXIT_CODE, STOP_TIMEOUT, DemoError, say
-from .files import DemoPaths, tail
+from .files import tail
 
 
 def _die_with_parent() -> None:
@@ -21,9 +22,14 @@ def _die_with_parent() -> None:
 class HomeAssistantProcess:
     """Home Assistant as a child process, restarted when it asks to be."""
 
-    def __init__(self, paths: DemoPaths) -> None:
-        """Prepare; nothing runs before start()."""
-        self._paths = paths
+    def __init__(self, config: Path, log: Path, python: str = sys.executable) -> None:
+        """Run ``python -m homeassistant`` on ``config``; its output goes to ``log``.
+
+        Nothing runs before start().
+        """
+        self._config = config
+        self._log = log
+        self._python = python
         self._proc: asyncio.subprocess.Process | None = None
         self._watcher: asyncio.Task[None] | None = None
         self._stopping = False
@@ -33,17 +39,17 @@ class HomeAssistantProcess:
 
     def _command(self) -> list[str]:
         return [
-            sys.executable,
+            self._python,
             "-m",
             "homeassistant",
             "--config",
-            str(self._paths.config),
+            str(self._config),
             "--skip-pip",
             "--log-no-color",
         ]
 
     async def _spawn(self) -> None:
-        with self._paths.log.open("ab") as log:
+        with self._log.open("ab") as log:
             self._proc = await asyncio.create_subprocess_exec(
                 *self._command(),
                 stdin=subprocess.DEVNULL,
@@ -51,7 +57,7 @@ class HomeAssistantProcess:
                 stderr=subprocess.STDOUT,
                 # Not the repository: its custom_components package would hide
                 # the configuration's, which also holds the demo engines.
-                cwd=self._paths.config,
+                cwd=self._config,
                 # Ctrl-C reaches only the demo, which stops the devices first.
                 start_new_session=True,
                 preexec_fn=_die_with_parent,
@@ -59,7 +65,7 @@ class HomeAssistantProcess:
 
     async def start(self) -> None:
         """Start Home Assistant; its output goes to the log file."""
-        log = self._paths.log
+        log = self._log
         if log.exists():
             log.replace(log.with_name(log.name + ".1"))
         await self._spawn()
@@ -83,6 +89,11 @@ class HomeAssistantProcess:
             self.exit_code = code
             self.exited.set()
             return
+
+    @property
+    def returncode(self) -> int | None:
+        """Return the exit code of the last process, once it has exited."""
+        return self._proc.returncode if self._proc is not None else None
 
     @property
     def running(self) -> bool:
@@ -120,5 +131,5 @@ class HomeAssistantProcess:
         if self.exited.is_set():
             raise DemoError(
                 f"Home Assistant stopped (exit code {self.exit_code}). "
-                f"The end of {self._paths.log}:\n{tail(self._paths.log)}"
+                f"The end of {self._log}:\n{tail(self._log)}"
             )

@@ -139,6 +139,21 @@ def test_write_http_store_replaces_pending_and_junk(tmp_path: Path) -> None:
     assert files.http_store_is_current(json.loads(path.read_text()), store)
 
 
+def test_http_store_of_home_assistant_2026_11(tmp_path: Path) -> None:
+    """Store 3.1 names the SSL profile after its guideline (the schema's default)."""
+    assert files.write_http_store(tmp_path, 8124, NOW, installed=(3, 1)) is True
+    store = json.loads((tmp_path / ".storage" / "http").read_text())
+    assert store == files.http_store(8124, NOW.isoformat(), (3, 1))
+    assert (store["version"], store["minor_version"]) == (3, 1)
+    assert store["data"]["stable"]["ssl_profile"] == "intermediate_v6"
+    # Only the version and the profile differ from the store of 2026.10.
+    older = files.http_store(8124, NOW.isoformat())
+    older["data"]["stable"]["ssl_profile"] = "intermediate_v6"
+    assert {**older, "version": 3, "minor_version": 1} == store
+    # The same settings in the other layout are not current: rewritten.
+    assert files.write_http_store(tmp_path, 8124, NOW, installed=(2, 2)) is True
+
+
 @pytest.mark.parametrize(
     "current",
     [None, [], {"version": 1}, {"version": 2, "minor_version": 2, "data": []}],
@@ -483,8 +498,10 @@ def test_demo_pins_cover_what_home_assistant_loads() -> None:
 
 def test_http_store_writer_fails_loudly_on_another_version(tmp_path: Path) -> None:
     """A Home Assistant that reads another layout is told about, not fed."""
-    with pytest.raises(demo.DemoError, match=r"version 3\.1, the demo writes 2\.2"):
-        files.write_http_store(tmp_path, 8124, NOW, installed=(3, 1))
+    with pytest.raises(
+        demo.DemoError, match=r"version 4\.1, the demo writes 2\.2 or 3\.1"
+    ):
+        files.write_http_store(tmp_path, 8124, NOW, installed=(4, 1))
     assert not (tmp_path / ".storage" / "http").exists()
     # The installed Home Assistant's own version is read when not given.
     assert files.write_http_store(tmp_path, 8124, NOW) is True
