@@ -510,6 +510,7 @@ class XiaozhiAssistSatellite(XiaozhiEntity, AssistSatelliteEntity):
                 self.runtime.name,
                 self.runtime.mac,
                 self._async_announce(announcement),
+                self.entry_data,
             )
         else:
             await self._async_announce(announcement)

@@ -432,6 +432,10 @@ async def test_the_connection_test_says_why_a_device_cannot_play(
     notifications = persistent_notification._async_get_or_create_notifications(hass)
     (shown,) = [item for key, item in notifications.items() if key.startswith(DOMAIN)]
     assert "conversation" in shown["message"]
+    # It says what to do: wake the box and retry, or update it.
+    assert "2.4.2" in shown["message"]
+    assert "Retry" in shown["message"]
+    assert "Firmware" in shown["message"]
     assert "Traceback" not in caplog.text
 
 
