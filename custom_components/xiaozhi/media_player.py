@@ -6,6 +6,7 @@ nor seek a sound, so neither is offered, and it has no mute to read back,
 so none is faked.
 """
 
+from functools import partial
 from typing import Any, override
 
 from homeassistant.components import media_source
@@ -22,7 +23,13 @@ from homeassistant.core import HomeAssistant, callback
 from homeassistant.helpers.entity_platform import AddConfigEntryEntitiesCallback
 
 from .entity import XiaozhiEntity
-from .media.player import PlaybackState
+from .media.fetch import (
+    async_open_source,
+    async_open_spoken,
+    async_speak,
+    is_spoken_text,
+)
+from .media.player import NowPlaying, PlaybackState
 from .protocol.firmware import VOLUME_TOOL
 from .runtime import XiaozhiConfigEntry, XiaozhiRuntime
 
@@ -113,6 +120,15 @@ class XiaozhiMediaPlayer(XiaozhiEntity, MediaPlayerEntity):
 
     @property
     @override
+    def media_duration(self) -> int | None:
+        """Return how long what plays lasts, when its source says."""
+        now = self.runtime.player.now
+        if now is None or now.duration is None:
+            return None
+        return round(now.duration)
+
+    @property
+    @override
     def media_position(self) -> int | None:
         """Return the position at :attr:`media_position_updated_at` (its start)."""
         return 0 if self.runtime.player.state is PlaybackState.PLAYING else None
@@ -131,17 +147,38 @@ class XiaozhiMediaPlayer(XiaozhiEntity, MediaPlayerEntity):
         self, media_type: MediaType | str, media_id: str, **kwargs: Any
     ) -> None:
         """Play a URL or media source; an announcement goes through the satellite."""
+        hass, player = self.hass, self.runtime.player
+        title = _title(kwargs)
+        spoken = None
+        if is_spoken_text(media_id):
+            # tts.speak: made here without conversion, shown with its text.
+            spoken = await async_speak(hass, media_id)
+            title = title or spoken.message[:128]
         if kwargs.get("announce"):
-            await self.runtime.voice_router.async_announce(media_id)
+            announced = spoken.media_id if spoken is not None else media_id
+            await player.async_show_announcement(
+                self.runtime.voice_router.async_announce(announced),
+                NowPlaying(
+                    media_id,
+                    title,
+                    "announcement",
+                    spoken.duration if spoken is not None else None,
+                ),
+            )
+            return
+        if spoken is not None:
+            await player.async_play(
+                partial(async_open_spoken, spoken), media_id, title, spoken.duration
+            )
             return
         url = media_id
         if media_source.is_media_source_id(media_id):
             played = await media_source.async_resolve_media(
-                self.hass, media_id, self.entity_id
+                hass, media_id, self.entity_id
             )
             url = played.url
-        url = async_process_play_media_url(self.hass, url)
-        await self.runtime.player.async_play(url, media_id, _title(kwargs))
+        url = async_process_play_media_url(hass, url)
+        await player.async_play(lambda: async_open_source(hass, url), media_id, title)
 
     @override
     async def async_media_stop(self) -> None:

@@ -11,7 +11,7 @@ from typing import Any
 
 from aiohttp import web
 from aiohttp.test_utils import TestServer
-from homeassistant.components import persistent_notification
+from homeassistant.components import ffmpeg, persistent_notification, tts
 from homeassistant.components.assist_satellite import websocket_api as satellite_ws
 from homeassistant.components.media_player import MediaPlayerEntityFeature
 from homeassistant.core import Event, EventStateChangedData, HomeAssistant, callback
@@ -181,6 +181,106 @@ async def test_a_song_plays_whole_on_an_idle_device(
     assert sound.finished_at is not None
     assert abs(sound.finished_at - idle_at) < 0.5
     assert speaker.server_hello is None  # no conversation was opened
+
+
+@pytest.fixture
+def no_ffmpeg(hass: HomeAssistant, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run Home Assistant without the ffmpeg binary, as the demo machine does."""
+    manager = ffmpeg.get_ffmpeg_manager(hass)
+    monkeypatch.setattr(manager, "binary", "/nonexistent/ffmpeg")
+
+
+async def test_tts_speak_plays_without_ffmpeg_and_shows_its_text(
+    hass: HomeAssistant,
+    voice: Voice,
+    speaker: SimulatedDevice,
+    no_ffmpeg: None,
+) -> None:
+    """``tts.speak`` on the speaker: WAV from the engine, played as it is.
+
+    The default (MP3 through Home Assistant's proxy) needs the ffmpeg
+    binary, which this machine lacks: asking for WAV needs no conversion.
+    """
+    voice.tts.seconds = 1.5
+    shown: list[tuple[str, Any, Any]] = []
+
+    @callback
+    def follow(event: Event[EventStateChangedData]) -> None:
+        if (new := event.data["new_state"]) is not None:
+            shown.append(
+                (
+                    new.state,
+                    new.attributes.get("media_title"),
+                    new.attributes.get("media_duration"),
+                )
+            )
+
+    unsubscribe = async_track_state_change_event(hass, player_id(hass), follow)
+    await hass.services.async_call(
+        "tts",
+        "speak",
+        {
+            "entity_id": voice.tts.entity_id,
+            "media_player_entity_id": player_id(hass),
+            "message": "Dinner is ready",
+        },
+        blocking=True,
+    )
+    unsubscribe()
+    # An announcement: shown while it plays, with its text and length.
+    assert shown == [("playing", "Dinner is ready", 2), ("idle", None, None)]
+    (sound,) = speaker.notify_sounds
+    await speaker.wait_for(lambda: sound.complete is not None)
+    pcm = bytes(sound.pcm)
+    assert abs(len(pcm) / 2 / RATE - 1.5) <= 2 * FRAME
+    assert abs(dominant_frequency(pcm, RATE) - 880) <= 5
+
+
+async def test_spoken_text_played_as_media_shows_its_text(
+    hass: HomeAssistant,
+    voice: Voice,
+    speaker: SimulatedDevice,
+    no_ffmpeg: None,
+) -> None:
+    """Played (not announced): the text is the title, its length the duration."""
+    voice.tts.seconds = 1.5
+    await play(
+        hass, tts.generate_media_source_id(hass, "Dinner is ready", voice.tts.entity_id)
+    )
+    current = hass.states.get(player_id(hass))
+    assert current is not None
+    assert current.state == "playing"
+    assert current.attributes["media_title"] == "Dinner is ready"
+    assert current.attributes["media_duration"] == 2
+    (sound,) = speaker.notify_sounds
+    assert sound.subtitles == ["Dinner is ready"]
+    await until_state(hass, "idle")
+    await speaker.wait_for(lambda: sound.complete is not None)
+    assert abs(len(sound.pcm) / 2 / RATE - 1.5) <= 2 * FRAME
+
+
+async def test_tts_speak_that_fails_names_the_text_to_speech(
+    hass: HomeAssistant,
+    voice: Voice,
+    speaker: SimulatedDevice,
+) -> None:
+    """The engine makes nothing: the error says text-to-speech, not HTTP 500."""
+    voice.tts.fail = True
+    with pytest.raises(HomeAssistantError) as err:
+        await hass.services.async_call(
+            "media_player",
+            "play_media",
+            {
+                "entity_id": player_id(hass),
+                "media_content_id": tts.generate_media_source_id(
+                    hass, "Dinner is ready", voice.tts.entity_id
+                ),
+                "media_content_type": "music",
+            },
+            blocking=True,
+        )
+    assert err.value.translation_key == "tts_failed"
+    assert speaker.notify_sounds == []
 
 
 async def test_a_live_stream_plays_until_stopped(

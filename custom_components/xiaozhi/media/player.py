@@ -33,7 +33,6 @@ from ..protocol.audio.live import LiveTranscoder
 from ..protocol.audio.ogg import Chunk, ChunkEncoder, OggOpusWriter, OpusChunks
 from ..protocol.audio.pacing import TTS_START_SETTLE, DownlinkPacer
 from ..voice.channel import VoiceChannel
-from .fetch import async_open_source
 from .notify import (
     NotifyStream,
     NotifyTarget,
@@ -73,13 +72,29 @@ class PlayerTarget(NotifyTarget, Protocol):
         """Return True while a reply or announcement is spoken on the device."""
 
 
+class Source(Protocol):
+    """Bytes of a sound, read as they come (a URL's body, a TTS result)."""
+
+    format_name: str | None
+
+    async def read(self, size: int) -> bytes:
+        """Return up to ``size`` bytes, b"" at the end."""
+
+    def close(self) -> None:
+        """Let the source go."""
+
+
+type OpenSource = Callable[[], Awaitable[Source]]
+
+
 @dataclass(slots=True)
 class NowPlaying:
     """What plays, and since when."""
 
     media_id: str
     title: str | None
-    route: str  # "conversation" or "notify"
+    route: str  # "conversation", "notify" or "announcement"
+    duration: float | None = None  # seconds, when the source says
     started_at: datetime = field(default_factory=dt_util.utcnow)
 
 
@@ -114,17 +129,41 @@ class MediaPlayback:
         self.hass = hass
         self._target = target
         self._job: _Job | None = None
+        # An announcement the satellite plays, shown as what plays.
+        self._announcing: NowPlaying | None = None
         self._listeners: list[CALLBACK_TYPE] = []
 
     @property
     def state(self) -> PlaybackState:
         """Return what the speaker does now."""
+        if self._announcing is not None:
+            return PlaybackState.PLAYING
         return self._job.state if self._job is not None else PlaybackState.IDLE
 
     @property
     def now(self) -> NowPlaying | None:
         """Return what plays (or waits to), if anything."""
+        if self._announcing is not None:
+            return self._announcing
         return self._job.now if self._job is not None else None
+
+    async def async_show_announcement(
+        self, announce: Awaitable[None], now: NowPlaying
+    ) -> None:
+        """Show an announcement (played by the satellite) as what plays."""
+        self._announcing = now
+        self._changed()
+        try:
+            await announce
+        finally:
+            if self._announcing is now:
+                self._announcing = None
+                self._changed()
+
+    @callback
+    def _changed(self) -> None:
+        for listener in list(self._listeners):
+            listener()
 
     @callback
     def async_subscribe(self, listener: CALLBACK_TYPE) -> CALLBACK_TYPE:
@@ -139,13 +178,18 @@ class MediaPlayback:
         if job is self._job:
             if state is PlaybackState.IDLE:
                 self._job = None
-            for listener in list(self._listeners):
-                listener()
+            self._changed()
 
     # --- playing ------------------------------------------------------------
 
-    async def async_play(self, url: str, media_id: str, title: str | None) -> None:
-        """Play ``url`` (resolved, absolute); return once it plays or waits its turn.
+    async def async_play(
+        self,
+        source: OpenSource,
+        media_id: str,
+        title: str | None,
+        duration: float | None = None,
+    ) -> None:
+        """Play what ``source`` opens; return once it plays or waits its turn.
 
         Whatever played is replaced. Raises HomeAssistantError saying why it
         cannot be played, and what would work.
@@ -158,7 +202,7 @@ class MediaPlayback:
             raise translated_error("play_not_connected", name) from err
         if channel.open:
             await self._async_play_open(
-                channel, url, NowPlaying(media_id, title, "conversation")
+                channel, source, NowPlaying(media_id, title, "conversation", duration)
             )
             return
         urls = self._target.uploads
@@ -169,15 +213,14 @@ class MediaPlayback:
                 "play_needs_conversation", name, firmware=self._target.firmware or "?"
             )
         await self._async_play_notify(
-            channel, urls, url, NowPlaying(media_id, title, "notify")
+            channel, urls, source, NowPlaying(media_id, title, "notify", duration)
         )
 
     async def _async_play_open(
-        self, channel: VoiceChannel, url: str, now: NowPlaying
+        self, channel: VoiceChannel, source: OpenSource, now: NowPlaying
     ) -> None:
         chunks, close = await _async_open(
-            self.hass,
-            url,
+            source,
             OpusChunks(channel.sample_rate, channel.frame_duration),
             channel.sample_rate,
             channel.name,
@@ -240,13 +283,17 @@ class MediaPlayback:
             self._set(job, PlaybackState.IDLE)
 
     async def _async_play_notify(
-        self, channel: VoiceChannel, urls: SoundUrls, url: str, now: NowPlaying
+        self,
+        channel: VoiceChannel,
+        urls: SoundUrls,
+        source: OpenSource,
+        now: NowPlaying,
     ) -> None:
         async def open_chunks() -> tuple[
             AsyncIterator[Chunk], Callable[[], Awaitable[None]]
         ]:
             return await _async_open(
-                self.hass, url, OggOpusWriter(), SPEAKER_SAMPLE_RATE, channel.name
+                source, OggOpusWriter(), SPEAKER_SAMPLE_RATE, channel.name
             )
 
         stream = NotifyStream(channel.name, open_chunks)
@@ -338,10 +385,10 @@ class MediaPlayback:
 
 
 async def _async_open(
-    hass: HomeAssistant, url: str, encoder: ChunkEncoder, rate: int, name: str
+    open_source: OpenSource, encoder: ChunkEncoder, rate: int, name: str
 ) -> tuple[AsyncIterator[Chunk], Callable[[], Awaitable[None]]]:
-    """Start fetching and transcoding ``url``; return its chunks and a closer."""
-    source = await async_open_source(hass, url)
+    """Start reading and transcoding a source; return its chunks and a closer."""
+    source = await open_source()
     transcoder = LiveTranscoder(
         source.read,
         encoder,

@@ -289,3 +289,23 @@ def decode_file(data: bytes, target_rate: int) -> Iterator[bytes]:
                 yield pcm
     except (av.FFmpegError, ValueError, EOFError) as err:
         raise ProtocolError(f"cannot decode audio: {err}") from err
+
+
+def media_duration(data: bytes, format_name: str | None = None) -> float | None:
+    """Return how long a whole audio file lasts, in seconds; None if unknown.
+
+    What its container says (a WAV's header, an MP3's frames); nothing is
+    decoded. CPU-bound for large files: run it in an executor.
+    """
+    try:
+        with av.open(io.BytesIO(data), mode="r", format=format_name) as container:
+            if not container.streams.audio:
+                return None
+            stream = container.streams.audio[0]
+            if stream.duration is not None and stream.time_base is not None:
+                return float(stream.duration * stream.time_base)
+            if container.duration is not None:
+                return container.duration / av.time_base
+    except av.FFmpegError, ValueError, EOFError:
+        return None
+    return None
