@@ -126,7 +126,10 @@ class DeviceConfig:
     activation_poll_interval: float = 3.0
     activation_retry_delay: float = 10.0
     ota_retry_delay: float = 10.0
-    provision_timeout: float = 300.0
+    provision_timeout: float | None = None
+    """How long provisioning may take at most; None: as the firmware, which
+    checks and polls until it is activated (``application.cc``
+    ``CheckNewVersion``), longer than a pairing code lives."""
     http_timeout: float = 30.0
 
     def __post_init__(self) -> None:

@@ -272,6 +272,20 @@ async def test_provision_timeout(
         await device.provision(timeout=0.2)
 
 
+async def test_a_pending_code_is_polled_until_entered(
+    server: FakeServer, make_device: DeviceFactory
+) -> None:
+    """As the firmware: ten polls, the OTA check again, and on, never giving up."""
+    device = make_device(ota_url=server.ota_url, activation_poll_interval=0.001)
+    server.ota_answers = [(200, activation_answer())] * 3 + [(200, ws_answer(server))]
+    server.activate_statuses = [202] * 30
+    await device.provision()
+    assert device.activation_attempts == 30
+    assert len(server.ota_requests) == 4
+    # No deadline of its own: a code lives ten minutes, the device waits it out.
+    assert device.config.provision_timeout is None
+
+
 async def test_run_provisions_then_connects(
     server: FakeServer, make_device: DeviceFactory
 ) -> None:
