@@ -23,6 +23,7 @@ from pytest_homeassistant_custom_component.common import (
     MockConfigEntry,
     async_fire_time_changed,
 )
+from pytest_homeassistant_custom_component.test_util.aiohttp import AiohttpClientMocker
 
 from custom_components.xiaozhi.const import (
     CONF_CALL_TIMEOUT,
@@ -595,11 +596,18 @@ async def test_server_options_choose_where_firmware_comes_from(
     hass: HomeAssistant,
     setup_integration: None,
     server_entry: MockConfigEntry,
+    aioclient_mock: AiohttpClientMocker,
 ) -> None:
     """A fork's releases, prereleases; an address that is not http(s) is refused.
 
-    Wake word arbitration is turned off in the same form.
+    A new address is read once: one that answers no release list is refused,
+    saying what came back. Wake word arbitration is turned off in the same
+    form.
     """
+    fork = "https://api.github.com/repos/someone/xiaozhi-esp32/releases"
+    typo = "https://api.github.com/repos/someone/xiaozhi-esp32/relases"
+    aioclient_mock.get(fork, json=[])
+    aioclient_mock.get(typo, status=404)
     result = await hass.config_entries.options.async_init(server_entry.entry_id)
     settings = {
         **WEBSOCKET_ONLY,
@@ -612,7 +620,11 @@ async def test_server_options_choose_where_firmware_comes_from(
     )
     assert result["type"] is FlowResultType.FORM
     assert result["errors"] == {"firmware_releases_url": "invalid_url"}
-    fork = "https://api.github.com/repos/someone/xiaozhi-esp32/releases"
+    result = await hass.config_entries.options.async_configure(
+        result["flow_id"], {**settings, "firmware_releases_url": typo}
+    )
+    assert result["errors"] == {"firmware_releases_url": "releases_unreadable"}
+    assert result["description_placeholders"]["error"].startswith("HTTP 404")
     result = await hass.config_entries.options.async_configure(
         result["flow_id"], {**settings, "firmware_releases_url": fork}
     )

@@ -19,6 +19,7 @@ from homeassistant.config_entries import (
     OptionsFlow,
 )
 from homeassistant.core import HomeAssistant, callback
+from homeassistant.exceptions import HomeAssistantError
 from homeassistant.helpers.network import NoURLAvailableError, get_url
 from homeassistant.helpers.selector import (
     BooleanSelector,
@@ -53,6 +54,7 @@ from .const import (
     URL_OTA,
 )
 from .domain_data import DATA_KEY
+from .firmware.releases import async_read_release_list
 from .pairing.manager import (
     CodeCheck,
     PairingManager,
@@ -175,12 +177,21 @@ async def async_try_settings(
     settings are used once it is. What the form does not show (a repair
     shows only the ports) stays as stored.
     """
-    settings = server_settings(
-        {**ServerSettings.from_options(server.options).as_options(), **user_input}
-    )
+    stored = ServerSettings.from_options(server.options)
+    settings = server_settings({**stored.as_options(), **user_input})
     errors = reserved_port_errors(settings)
-    if not is_http_url(settings.firmware_releases_url):
+    url = settings.firmware_releases_url
+    if not is_http_url(url):
         errors[CONF_FIRMWARE_RELEASES_URL] = "invalid_url"
+    elif url != stored.firmware_releases_url:
+        # A new address is read once: a typo is seen now, not in six hours.
+        try:
+            await async_read_release_list(hass, url)
+        except HomeAssistantError as err:
+            errors[CONF_FIRMWARE_RELEASES_URL] = "releases_unreadable"
+            placeholders["error"] = (err.translation_placeholders or {}).get(
+                "error", ""
+            )
     domain_data = hass.data.get(DATA_KEY)
     if (
         not errors

@@ -136,6 +136,39 @@ def parse_releases(data: Any, *, prereleases: bool) -> list[Release]:
     return releases
 
 
+async def async_read_release_list(hass: HomeAssistant, url: str) -> list[Any]:
+    """Return the JSON list of releases at ``url``.
+
+    Raises HomeAssistantError (``releases_unavailable``) saying what went
+    wrong: the address, or an answer that is no release list.
+    """
+    try:
+        return await _async_get_list(hass, url)
+    except (aiohttp.ClientError, TimeoutError, ValueError) as err:
+        shown, error = describe_failure(url, err)
+        raise HomeAssistantError(
+            translation_domain=DOMAIN,
+            translation_key="releases_unavailable",
+            translation_placeholders={"url": shown, "error": error},
+        ) from err
+
+
+async def _async_get_list(hass: HomeAssistant, url: str) -> list[Any]:
+    session = async_get_clientsession(hass)
+    async with (
+        asyncio.timeout(LIST_TIMEOUT),
+        session.get(url, headers=LIST_HEADERS) as response,
+    ):
+        response.raise_for_status()
+        body = await response.content.read(MAX_LIST_BYTES + 1)
+    if len(body) > MAX_LIST_BYTES:
+        raise ValueError("the release list is too large")
+    data = json.loads(body)
+    if not isinstance(data, list):
+        raise ValueError("the answer is not a list of releases")  # noqa: TRY004
+    return data
+
+
 class ReleaseCoordinator(DataUpdateCoordinator[list[Release] | None]):
     """The release list of the whole integration, read every few hours.
 
@@ -163,13 +196,12 @@ class ReleaseCoordinator(DataUpdateCoordinator[list[Release] | None]):
         url, prereleases = settings.firmware_releases_url, settings.firmware_prereleases
         self._checked = (self.hass.loop.time(), url, prereleases)
         try:
-            data = await self._async_get_json(url)
-        except (aiohttp.ClientError, TimeoutError, ValueError) as err:
-            shown, error = describe_failure(url, err)
+            data = await async_read_release_list(self.hass, url)
+        except HomeAssistantError as err:
             raise UpdateFailed(
                 translation_domain=DOMAIN,
                 translation_key="releases_unavailable",
-                translation_placeholders={"url": shown, "error": error},
+                translation_placeholders=err.translation_placeholders,
             ) from err
         return parse_releases(data, prereleases=prereleases)
 
@@ -189,18 +221,6 @@ class ReleaseCoordinator(DataUpdateCoordinator[list[Release] | None]):
         ):
             await self.async_refresh()
         return self.data or []
-
-    async def _async_get_json(self, url: str) -> Any:
-        session = async_get_clientsession(self.hass)
-        async with (
-            asyncio.timeout(LIST_TIMEOUT),
-            session.get(url, headers=LIST_HEADERS) as response,
-        ):
-            response.raise_for_status()
-            body = await response.content.read(MAX_LIST_BYTES + 1)
-            if len(body) > MAX_LIST_BYTES:
-                raise ValueError("the release list is too large")
-            return json.loads(body)
 
     def find(self, version: str) -> Release | None:
         """Return the release of ``version``, if it is known."""
