@@ -30,6 +30,7 @@ from .media import DemoMedia
 ENGINES = "xiaozhi_demo_voice"
 PIPELINE_NAME = "XiaoZhi demo"
 AGENT = "conversation.home_assistant"
+ENGINE_DOMAINS = ("stt", "tts", "conversation")
 WAKE_WORD = "你好小智"
 REPLY_TIMEOUT = 60.0
 ESPEAK_TIMEOUT = 30.0
@@ -37,22 +38,33 @@ AUDIO_FILES = (".wav", ".mp3", ".ogg", ".opus", ".flac", ".m4a")
 
 
 def engine_entities(entities: Iterable[Mapping[str, Any]]) -> dict[str, str]:
-    """Return domain (``stt``, ``tts``) -> entity id of the demo engines."""
+    """Return domain (``stt``, ``tts``, ``conversation``) -> demo engine's entity."""
     found = {}
     for entity in entities:
         entity_id = str(entity.get("entity_id", ""))
         domain = entity_id.partition(".")[0]
-        if entity.get("platform") == ENGINES and domain in ("stt", "tts"):
+        if entity.get("platform") == ENGINES and domain in ENGINE_DOMAINS:
             found[domain] = entity_id
     return found
 
 
-def pipeline_settings(stt: str, tts: str) -> dict[str, Any]:
-    """Return the demo pipeline as ``assist_pipeline/pipeline/create`` takes it."""
+def pipeline_settings(
+    stt: str,
+    tts: str,
+    *,
+    name: str = PIPELINE_NAME,
+    agent: str = AGENT,
+    prefer_local_intents: bool = True,
+) -> dict[str, Any]:
+    """Return a pipeline as ``assist_pipeline/pipeline/create`` takes it.
+
+    It uses the demo engines, and by default it is the demo's own pipeline,
+    with Home Assistant's agent.
+    """
     return {
-        "name": PIPELINE_NAME,
+        "name": name,
         "language": LANGUAGE,
-        "conversation_engine": AGENT,
+        "conversation_engine": agent,
         "conversation_language": LANGUAGE,
         "stt_engine": stt,
         "stt_language": LANGUAGE,
@@ -61,7 +73,7 @@ def pipeline_settings(stt: str, tts: str) -> dict[str, Any]:
         "tts_voice": None,
         "wake_word_entity": None,
         "wake_word_id": None,
-        "prefer_local_intents": True,
+        "prefer_local_intents": prefer_local_intents,
     }
 
 
@@ -99,6 +111,8 @@ class DemoVoice:
         self._replies = replies
         self._espeak = shutil.which("espeak-ng")
         self.media = DemoMedia(client, replies)
+        # Domain -> entity id of the demo engines, once the pipeline is made.
+        self.engines: dict[str, str] = {}
 
     async def ensure_pipeline(self, timeout: float) -> None:
         """Create the demo pipeline once and make it the preferred one."""
@@ -106,9 +120,10 @@ class DemoVoice:
         async with asyncio.timeout(timeout):
             while True:  # the engines' entry is created as Home Assistant starts
                 entities = await client.ws("config/entity_registry/list")
-                if len(engines := engine_entities(entities)) == 2:
+                if len(engines := engine_entities(entities)) == len(ENGINE_DOMAINS):
                     break
                 await asyncio.sleep(0.5)
+        self.engines = engines
         listing = await client.ws("assist_pipeline/pipeline/list")
         wanted = pipeline_settings(engines["stt"], engines["tts"])
         pipeline = next(

@@ -1,5 +1,6 @@
 """Tests for the pure helpers of the demo package (no Home Assistant is started)."""
 
+import asyncio
 from collections import deque
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
@@ -14,13 +15,14 @@ import wave
 import aiohttp
 from homeassistant.bootstrap import CORE_INTEGRATIONS, DEFAULT_INTEGRATIONS
 import homeassistant.components
-from homeassistant.components import stt
+from homeassistant.components import conversation, stt
 from homeassistant.components.assist_pipeline.pipeline import PIPELINE_FIELDS
 from homeassistant.components.http.config import (
     HTTP_STORAGE_SCHEMA,
     STORAGE_MINOR_VERSION,
     STORAGE_VERSION,
 )
+from homeassistant.core import Context, HomeAssistant
 from homeassistant.util.yaml import load_yaml_dict
 from packaging.requirements import Requirement
 import pytest
@@ -28,7 +30,12 @@ import voluptuous as vol
 
 import demo
 from demo import DemoError, client, devices, files, main, media, voice
-from demo.voice_engines import stt as engines_stt, tts as engines_tts
+import demo.voice_engines as engines
+from demo.voice_engines import (
+    conversation as engines_conversation,
+    stt as engines_stt,
+    tts as engines_tts,
+)
 from simulator import DeviceConnectionError, SimulatedDevice
 from simulator.voice import loudness_at, silence, tone, write_wav
 
@@ -842,10 +849,13 @@ def test_engine_entities() -> None:
         {"entity_id": "tts.demo_text_to_speech", "platform": voice.ENGINES},
         {"entity_id": "tts.google_translate_en_com", "platform": "google_translate"},
         {"entity_id": "sensor.x", "platform": voice.ENGINES},
+        {"entity_id": "conversation.demo_agent", "platform": voice.ENGINES},
+        {"entity_id": "conversation.home_assistant", "platform": "conversation"},
     ]
     assert voice.engine_entities(entities) == {
         "stt": "stt.demo_speech_to_text",
         "tts": "tts.demo_text_to_speech",
+        "conversation": "conversation.demo_agent",
     }
 
 
@@ -854,6 +864,13 @@ def test_pipeline_settings_are_what_home_assistant_takes() -> None:
     settings = voice.pipeline_settings("stt.a", "tts.b")
     schema = vol.Schema(PIPELINE_FIELDS)
     assert schema(settings) == settings
+    assert settings["conversation_engine"] == voice.AGENT
+    other = voice.pipeline_settings(
+        "stt.a", "tts.b", name="n", agent="conversation.x", prefer_local_intents=False
+    )
+    assert schema(other) == other
+    assert (other["name"], other["conversation_engine"]) == ("n", "conversation.x")
+    assert other["prefer_local_intents"] is False
 
 
 def test_demo_engines_manifest_and_languages() -> None:
@@ -879,7 +896,8 @@ async def _chunks(pcm: bytes, read: list[int] | None = None) -> AsyncIterator[by
 
 
 async def test_demo_stt_hears_speech_and_answers_the_console() -> None:
-    entry = SimpleNamespace(entry_id="e", runtime_data=deque(["what time is it"]))
+    data = engines.DemoVoiceData(transcripts=deque(["what time is it"]))
+    entry = SimpleNamespace(entry_id="e", runtime_data=data)
     engine = engines_stt.DemoSpeechToText(entry)  # type: ignore[arg-type]
     metadata = stt.SpeechMetadata(
         language="en",
@@ -891,7 +909,7 @@ async def test_demo_stt_hears_speech_and_answers_the_console() -> None:
     )
     quiet = await engine.async_process_audio_stream(metadata, _chunks(silence(2)))
     assert quiet.result is stt.SpeechResultState.ERROR
-    assert entry.runtime_data  # the sentence waits for speech
+    assert data.transcripts  # the sentence waits for speech
 
     # The pause after speech ends the sentence: what follows is not read.
     spoken = tone(300, 1.0) + silence(0.9) + tone(300, 5.0)
@@ -900,7 +918,57 @@ async def test_demo_stt_hears_speech_and_answers_the_console() -> None:
     assert len(read) * 0.1 == pytest.approx(1.8, abs=0.11)
     assert heard.result is stt.SpeechResultState.SUCCESS
     assert heard.text == "what time is it"
-    assert not entry.runtime_data
+    assert not data.transcripts
+
+
+def _question(
+    hass: HomeAssistant, text: str
+) -> tuple[conversation.ConversationInput, conversation.ChatLog]:
+    user_input = conversation.ConversationInput(
+        text=text,
+        context=Context(),
+        conversation_id="c1",
+        device_id=None,
+        satellite_id=None,
+        language="en",
+        agent_id="conversation.demo_agent",
+    )
+    chat_log = conversation.ChatLog(hass, "c1")
+    chat_log.async_add_user_content(conversation.UserContent(content=text))
+    return user_input, chat_log
+
+
+async def test_demo_agent_answers_after_its_delay(hass: HomeAssistant) -> None:
+    data = engines.DemoVoiceData()
+    agent = engines_conversation.DemoConversationAgent("e", data)
+    assert agent.unique_id == "e-conversation"
+    assert agent.supported_languages == "*"
+    user_input, chat_log = _question(hass, "tell me a story")
+    result = await agent._async_handle_message(user_input, chat_log)
+    assert result.response.speech["plain"]["speech"] == engines_conversation.ANSWER
+    assert result.conversation_id == "c1"
+    assert agent.extra_state_attributes == {
+        "question": "tell me a story",
+        "conversation_id": "c1",
+        "thinking": False,
+        "answers": 1,
+        "interrupted": 0,
+    }
+
+
+async def test_demo_agent_thinks_until_interrupted(hass: HomeAssistant) -> None:
+    data = engines.DemoVoiceData(agent_delay=30.0)
+    agent = engines_conversation.DemoConversationAgent("e", data)
+    user_input, chat_log = _question(hass, "tell me a long story")
+    task = asyncio.create_task(agent._async_handle_message(user_input, chat_log))
+    await asyncio.sleep(0.01)
+    assert agent.extra_state_attributes["thinking"] is True
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    attributes = agent.extra_state_attributes
+    assert (attributes["thinking"], attributes["answers"]) == (False, 0)
+    assert attributes["interrupted"] == 1
 
 
 def test_transcript_of_a_recording() -> None:

@@ -13,6 +13,7 @@ import pytest
 from custom_components.xiaozhi.firmware.releases import parse_releases
 from demo import ota_url
 from demo.smoke import SmokeError, config, ha_requirements, log, releases, run, venv
+from demo.voice_engines import conversation as engines_conversation
 from simulator.firmware_image import read_image
 
 COMPONENTS = Path(homeassistant.components.__file__).parent
@@ -279,3 +280,8 @@ def test_tts_stops() -> None:
         timeline=[(1.0, "tts:start"), (2.0, "audio"), (3.0, "tts:stop"), (4.0, "stt")]
     )
     assert run.tts_stops(device) == 1
+
+
+def test_barge_in_expects_the_demo_agent_s_answer() -> None:
+    assert run.ANSWER == engines_conversation.ANSWER
+    assert run.AGENT_SLOW > 10 * run.STOP_WITHIN

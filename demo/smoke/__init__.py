@@ -12,7 +12,9 @@ project's venv (where the simulator and this package run), which
 3. starts that Home Assistant with ``--skip-pip``, onboards an owner and
    sets the XiaoZhi server up through the config flow API, then pairs a
    simulated device over WebSocket and one over MQTT + UDP (the server's
-   transport setting), has one spoken exchange with each and checks one
+   transport setting), has one spoken exchange with each, interrupts the
+   demo engines' slow agent with each device's button (barge-in: ``tts
+   stop`` at once, then the next question answered) and checks one
    firmware update (``run``),
 4. stops everything and fails on any step that failed and on any ``ERROR``
    or traceback in Home Assistant's log (``log``).

@@ -23,7 +23,7 @@ from .. import DOMAIN, ROOT, DemoError, base_url, ota_url, say
 from ..client import HomeAssistantClient, connected_entity, onboarding_done_steps
 from ..main import setup_device_logging
 from ..process import HomeAssistantProcess
-from ..voice import ENGINES, WAKE_WORD, DemoVoice
+from ..voice import ENGINES, WAKE_WORD, DemoVoice, pipeline_settings
 from . import SmokeError
 from .config import free_port, prepare_config_dir
 from .log import failures, integration_warnings
@@ -46,6 +46,19 @@ MQTT_MAC: Final = "02:00:5a:53:00:02"
 # What the person says (the stand-in speech-to-text answers it once it hears
 # speech); Home Assistant's own agent knows the answer offline.
 QUESTION: Final = "what time is it"
+# The barge-in: a pipeline with the demo engines' own agent (which answers
+# ANSWER after the delay it is given), selected on the device; the agent
+# thinks about the first question for AGENT_SLOW seconds, and the device's
+# button interrupts it. The device must hear "tts stop" within STOP_WITHIN
+# seconds, listen again by itself, and have its second question answered.
+AGENT_PIPELINE: Final = "XiaoZhi smoke: demo agent"
+FIRST_QUESTION: Final = "tell me a very long story"
+SECOND_QUESTION: Final = "just say something short"
+ANSWER: Final = "This is the demo agent's answer."
+AGENT_SLOW: Final = 20.0
+STOP_WITHIN: Final = 0.5
+# What Home Assistant 2026.11 says when a turn of the conversation still runs.
+BUSY_MARKS: Final = ("intent-busy", "ConversationBusyError", "busy with another")
 DEFAULT_TIMEOUT: Final = 120.0
 REPLY_TIMEOUT: Final = 60.0
 OWNER: Final = {"name": "Smoke", "username": "smoke", "password": "smoke-test"}
@@ -188,6 +201,8 @@ class Smoke:
             step.outcome = f"{websocket.config.mac} connected over WebSocket"
         async with steps.step("Spoken exchange over WebSocket") as step:
             step.outcome = await self.exchange(websocket)
+        async with steps.step("Barge-in while the agent answers (WebSocket)") as step:
+            step.outcome = await self.barge_in(websocket)
         async with steps.step("Firmware update check") as step:
             step.outcome = await self.update_check(websocket)
         async with steps.step("Transport: MQTT + UDP (options flow)") as step:
@@ -197,6 +212,8 @@ class Smoke:
             step.outcome = f"{mqtt.config.mac} connected over MQTT + UDP"
         async with steps.step("Spoken exchange over MQTT + UDP") as step:
             step.outcome = await self.exchange(mqtt)
+        async with steps.step("Barge-in while the agent answers (MQTT + UDP)") as step:
+            step.outcome = await self.barge_in(mqtt)
 
     # ------------------------------------------------------------ start
 
@@ -399,6 +416,202 @@ class Smoke:
         reply = " ".join(device.tts_sentences[said:]) or "(no text)"
         return f"{reply!r}: {frames} frames, {seconds:.1f} s of audio played"
 
+    # ------------------------------------------------------------ barge-in
+
+    async def barge_in(self, device: SimulatedDevice) -> str:
+        """Interrupt the agent with the button; the next question is answered.
+
+        The integration sends ``tts start`` as the agent starts thinking, so
+        the device is Speaking while the agent thinks; its button then sends
+        ``abort``. The integration must say ``tts stop`` at once and cancel
+        the run with its agent: Home Assistant 2026.11 allows one active turn
+        per conversation, and the device's next ``listen start`` (after
+        ``tts stop``, in auto mode) is a new turn of the same conversation.
+        """
+        agent = self.voice.engines["conversation"]
+        await self._select_pipeline(device, await self._agent_pipeline(agent))
+        before = await self._agent_state(agent)
+        first, second = await asyncio.gather(
+            self.voice.speech(FIRST_QUESTION), self.voice.speech(SECOND_QUESTION)
+        )
+        await self._engines("set_agent_delay", seconds=AGENT_SLOW)
+        await self._engines("set_transcript", text=FIRST_QUESTION)
+        received, heard, said = (
+            len(device.received),
+            len(device.stt_texts),
+            len(device.tts_sentences),
+        )
+        await device.wake(WAKE_WORD, first)
+        starts = device.listen_starts
+
+        # Speaking (tts start came as the agent started), the agent thinking.
+        async with asyncio.timeout(REPLY_TIMEOUT):
+            while True:
+                self.ha.check()
+                state = await self._agent_state(agent)
+                if (
+                    device.state.activity == "speaking"
+                    and state.get("thinking")
+                    and state.get("question") == FIRST_QUESTION
+                ):
+                    conversation_id = state.get("conversation_id")
+                    break
+                await asyncio.sleep(0.1)
+        stops = tts_stops(device)
+        loop = asyncio.get_running_loop()
+        pressed = loop.time()
+        await device.press_button()
+        try:
+            await device.wait_for(lambda: tts_stops(device) > stops, timeout=10)
+        except TimeoutError:
+            raise SmokeError("No tts stop within 10 s of the button's abort") from None
+        stopped = next(
+            at for at, what in device.timeline if what == "tts:stop" and at >= pressed
+        )
+        latency = stopped - pressed
+        if latency > STOP_WITHIN:
+            raise SmokeError(
+                f"tts stop came {latency:.2f} s after the button's abort "
+                f"(at most {STOP_WITHIN} s)"
+            )
+
+        # The agent is quick now; the device listens again by itself.
+        await self._engines("set_agent_delay", seconds=0)
+        await self._engines("set_transcript", text=SECOND_QUESTION)
+        try:
+            await device.wait_for(
+                lambda: (
+                    device.listen_starts > starts
+                    and device.state.activity == "listening"
+                ),
+                timeout=10,
+            )
+        except TimeoutError:
+            raise SmokeError(
+                f"The device did not listen again after tts stop (it is "
+                f"{device.state.activity})"
+            ) from None
+        record = device.speaker.record
+        frames = record.received
+        played = len(record.played_pcm)
+        stops = tts_stops(device)
+        device.say(second)
+        try:
+            await device.wait_for(
+                lambda: tts_stops(device) > stops and device.speaker.idle,
+                timeout=REPLY_TIMEOUT,
+            )
+        except TimeoutError:
+            raise SmokeError(
+                f"No second reply within {REPLY_TIMEOUT:.0f} s (the device was "
+                f"shown {device.stt_texts[heard:]!r} and told "
+                f"{device.tts_sentences[said:]!r})"
+            ) from None
+        frames = record.received - frames
+        seconds = (len(record.played_pcm) - played) / 2 / device.speaker.rate
+        after = await self._agent_state(agent)
+        self._check_barge_in(device, received, heard, said, frames)
+        if (
+            after.get("question") != SECOND_QUESTION
+            or after.get("answers", 0) != before.get("answers", 0) + 1
+            or after.get("interrupted", 0) != before.get("interrupted", 0) + 1
+        ):
+            raise SmokeError(
+                f"The agent was not interrupted once and then answered once: "
+                f"{before} -> {after}"
+            )
+        if not conversation_id or after.get("conversation_id") != conversation_id:
+            # Then nothing here tried two turns of one conversation at once.
+            raise SmokeError(
+                f"The second question was another conversation "
+                f"({after.get('conversation_id')}, not {conversation_id})"
+            )
+        return (
+            f"tts stop {latency * 1000:.0f} ms after the abort, the agent "
+            f"cancelled; the next question of the conversation answered "
+            f"{ANSWER!r}: {frames} frames, {seconds:.1f} s played"
+        )
+
+    def _check_barge_in(
+        self,
+        device: SimulatedDevice,
+        received: int,
+        heard: int,
+        said: int,
+        frames: int,
+    ) -> None:
+        """Raise unless both questions were heard and only the answer was said."""
+        if device.stt_texts[heard:] != [FIRST_QUESTION, SECOND_QUESTION]:
+            raise SmokeError(f"The device was shown {device.stt_texts[heard:]!r}")
+        # A pipeline error (intent-busy among them) shows a sad face and a
+        # sentence saying the assistant failed.
+        sad = [
+            frame
+            for frame in device.received[received:]
+            if frame.get("type") == "llm" and frame.get("emotion") == "sad"
+        ]
+        sentences = device.tts_sentences[said:]
+        if sad or sentences != [ANSWER]:
+            raise SmokeError(
+                f"The device was told {sentences!r}"
+                + (" with a sad face" if sad else "")
+            )
+        if frames <= 0:
+            raise SmokeError("No audio of the second reply")
+        text = self.log.read_text(encoding="utf-8", errors="replace")
+        if busy := [mark for mark in BUSY_MARKS if mark in text]:
+            raise SmokeError(f"Home Assistant's log says {', '.join(busy)}")
+
+    async def _engines(self, service: str, **data: Any) -> None:
+        await self.client.request(
+            "POST", f"/api/services/{ENGINES}/{service}", json_body=data
+        )
+
+    async def _agent_state(self, agent: str) -> dict[str, Any]:
+        state = await self.client.request("GET", f"/api/states/{agent}")
+        return dict(state.get("attributes", {}))
+
+    async def _agent_pipeline(self, agent: str) -> str:
+        """Create the pipeline with the demo agent once; return its name."""
+        listing = await self.client.ws("assist_pipeline/pipeline/list")
+        if not any(p.get("name") == AGENT_PIPELINE for p in listing["pipelines"]):
+            await self.client.ws(
+                "assist_pipeline/pipeline/create",
+                **pipeline_settings(
+                    self.voice.engines["stt"],
+                    self.voice.engines["tts"],
+                    name=AGENT_PIPELINE,
+                    agent=agent,
+                    # Every question goes to the agent.
+                    prefer_local_intents=False,
+                ),
+            )
+        return AGENT_PIPELINE
+
+    async def _select_pipeline(self, device: SimulatedDevice, name: str) -> None:
+        """Choose the device's pipeline on its "Assistant" select."""
+        unique_id = f"{device.config.mac}-pipeline"
+        entities = await self.client.ws("config/entity_registry/list")
+        entity_id = next(
+            (
+                str(entity["entity_id"])
+                for entity in entities
+                if entity.get("platform") == DOMAIN
+                and entity.get("unique_id") == unique_id
+            ),
+            None,
+        )
+        if entity_id is None:
+            raise SmokeError(f"No Assistant select ({unique_id})")
+        await self.client.request(
+            "POST",
+            "/api/services/select/select_option",
+            json_body={"entity_id": entity_id, "option": name},
+        )
+        state = await self.client.request("GET", f"/api/states/{entity_id}")
+        if state.get("state") != name:
+            raise SmokeError(f"{entity_id} is {state.get('state')!r}, not {name!r}")
+
     async def update_check(self, device: SimulatedDevice) -> str:
         """Ask for an update check; the entity must show the local release."""
         client = self.client
@@ -482,8 +695,8 @@ def build_parser() -> argparse.ArgumentParser:
         description=(
             "Start a real Home Assistant release with the XiaoZhi integration, "
             "pair simulated devices over WebSocket and over MQTT + UDP, hold a "
-            "spoken exchange on each, check a firmware update; fail on any "
-            "error in Home Assistant's log."
+            "spoken exchange and a barge-in while the agent answers on each, "
+            "check a firmware update; fail on any error in Home Assistant's log."
         ),
     )
     parser.add_argument(

@@ -36,7 +36,7 @@ class DemoSpeechToText(stt.SpeechToTextEntity):
 
     def __init__(self, entry: DemoVoiceConfigEntry) -> None:
         """Read transcripts from the entry's queue."""
-        self._transcripts = entry.runtime_data
+        self._transcripts = entry.runtime_data.transcripts
         self._attr_unique_id = f"{entry.entry_id}-stt"
 
     @property
