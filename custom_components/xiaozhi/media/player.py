@@ -223,7 +223,6 @@ class MediaPlayback:
             source,
             OpusChunks(channel.sample_rate, channel.frame_duration),
             channel.sample_rate,
-            channel.name,
         )
         try:
             first = await async_first_chunk(chunks, channel.name)
@@ -292,9 +291,7 @@ class MediaPlayback:
         async def open_chunks() -> tuple[
             AsyncIterator[Chunk], Callable[[], Awaitable[None]]
         ]:
-            return await _async_open(
-                source, OggOpusWriter(), SPEAKER_SAMPLE_RATE, channel.name
-            )
+            return await _async_open(source, OggOpusWriter(), SPEAKER_SAMPLE_RATE)
 
         stream = NotifyStream(channel.name, open_chunks)
         job = self._job = _Job(now, stream=stream)
@@ -385,7 +382,7 @@ class MediaPlayback:
 
 
 async def _async_open(
-    open_source: OpenSource, encoder: ChunkEncoder, rate: int, name: str
+    open_source: OpenSource, encoder: ChunkEncoder, rate: int
 ) -> tuple[AsyncIterator[Chunk], Callable[[], Awaitable[None]]]:
     """Start reading and transcoding a source; return its chunks and a closer."""
     source = await open_source()
@@ -394,7 +391,6 @@ async def _async_open(
         encoder,
         rate,
         format_name=source.format_name,
-        name=f"xiaozhi media of {name}",
     )
     transcoder.start()
 

@@ -1,12 +1,13 @@
-"""Audio of any format, transcoded for the device as it arrives (a thread).
+"""Audio of any format, transcoded for the device as it arrives (the executor).
 
 A media player's source may be a file, a TTS result or a never-ending stream
 (internet radio, Music Assistant). PyAV demuxes and decodes it from the bytes
 read so far, resamples it to the speaker's rate and hands it to a
 :class:`ChunkEncoder`; nothing waits for the whole file. The work is CPU-bound
-and PyAV reads with blocking calls, so it runs in a thread of its own per
-stream. The thread reads through the event loop (``read``), and its output
-is bounded: a consumer that sends in real time paces the source too.
+and PyAV reads with blocking calls, so each stream runs as one job of the
+event loop's default executor (Home Assistant's, in Home Assistant) for as
+long as it plays. The job reads through the event loop (``read``), and its
+output is bounded: a consumer that sends in real time paces the source too.
 """
 
 import asyncio
@@ -67,7 +68,6 @@ class LiveTranscoder:
         sample_rate: int,
         *,
         format_name: str | None = None,
-        name: str = "xiaozhi transcoder",
     ) -> None:
         """Decode what ``read(n)`` returns (b"" at its end) into ``encoder``.
 
@@ -82,12 +82,11 @@ class LiveTranscoder:
         self._queue: asyncio.Queue[Chunk | BaseException | None] = asyncio.Queue()
         self._room = threading.Semaphore(AHEAD_CHUNKS)
         self._closed = threading.Event()
-        self._done = self._loop.create_future()
-        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._job: asyncio.Future[None] | None = None
 
     def start(self) -> None:
-        """Start decoding."""
-        self._thread.start()
+        """Start decoding, in the loop's default executor."""
+        self._job = self._loop.run_in_executor(None, self._run)
 
     async def chunks(self) -> AsyncIterator[Chunk]:
         """Yield the chunks as they are made; raise ProtocolError on bad audio."""
@@ -101,15 +100,13 @@ class LiveTranscoder:
             yield item
 
     async def aclose(self) -> None:
-        """Stop the thread and wait until it has stopped."""
+        """Stop decoding and wait until the job has ended."""
         self._closed.set()
         self._room.release(AHEAD_CHUNKS)
-        if self._thread.ident is not None:
-            await asyncio.shield(self._done)
-            # Done is its last step: the thread is about to end, if not gone.
-            self._thread.join(_POLL)
+        if self._job is not None:
+            await asyncio.shield(self._job)
 
-    # --- the thread ---------------------------------------------------------
+    # --- the executor's side -------------------------------------------------
 
     def call_loop[T](self, awaitable: Awaitable[T]) -> T:
         """Run ``awaitable`` on the event loop and wait for it (thread side)."""
@@ -145,16 +142,10 @@ class LiveTranscoder:
             self._emit_last(err)
         except (av.FFmpegError, ValueError, EOFError, OSError) as err:
             self._emit_last(ProtocolError(f"cannot decode audio: {err}"))
-        finally:
-            self._loop.call_soon_threadsafe(self._finished)
 
     def _emit_last(self, err: BaseException) -> None:
         with contextlib.suppress(_ClosedError):
             self._emit(err)
-
-    def _finished(self) -> None:
-        if not self._done.done():
-            self._done.set_result(None)
 
     def _transcode(self) -> None:
         options = dict(PROBE_OPTIONS)
