@@ -15,6 +15,7 @@ from .const import DOMAIN
 from .protocol import (
     ArgumentError,
     ConnectionClosedError,
+    NoAudioAddressError,
     RequestTimeoutError,
     XiaozhiError,
 )
@@ -40,6 +41,12 @@ def device_error(err: XiaozhiError, name: str) -> HomeAssistantError:
             translation_domain=DOMAIN,
             translation_key=err.reason,
             translation_placeholders={**placeholders, **err.placeholders},
+        )
+    if isinstance(err, NoAudioAddressError):
+        return DeviceUnavailableError(
+            translation_domain=DOMAIN,
+            translation_key="no_audio_address",
+            translation_placeholders={"name": name},
         )
     if isinstance(err, ConnectionClosedError):
         return DeviceUnavailableError(

@@ -25,6 +25,15 @@ class ConnectionClosedError(XiaozhiError):
     """The link to the device is gone; the request cannot complete."""
 
 
+class NoAudioAddressError(ConnectionClosedError):
+    """Nowhere to send audio: the device has sent none on its UDP channel.
+
+    The channel learns the device's UDP address from its first audio
+    packet. Firmware always sends audio first; a text client may type its
+    first question before its microphone sends anything.
+    """
+
+
 class RequestTimeoutError(XiaozhiError):
     """The device did not answer a request in time."""
 

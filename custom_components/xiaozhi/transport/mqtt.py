@@ -356,10 +356,10 @@ class MqttLink:
         self._connection.publish(self._topic_down, text.encode())
 
     async def send_audio(self, payload: bytes, timestamp: int) -> None:
-        """Send an Opus packet on the audio channel."""
+        """Send an Opus packet on the audio channel, once the device is heard."""
         if self._channel is None:
             raise ConnectionError("no audio channel")
-        self._channel.send(payload, timestamp)
+        await self._channel.send_when_heard(payload, timestamp)
 
     async def close(self, message: str) -> None:
         """Close the MQTT connection."""

@@ -72,8 +72,10 @@ class DownlinkPacer:
         )
         if wait > 0:
             await asyncio.sleep(wait)
-            now = self._loop.time()
         await self._send(packet, self._timestamp)
+        # The frame plays from when it went out: a send can take a while (over
+        # MQTT + UDP the first waits for the device's first audio).
+        now = self._loop.time()
         length = self._frame if duration is None else duration
         self._timestamp += round(length * 1000)
         self.playback_end = max(self.playback_end, now) + length
