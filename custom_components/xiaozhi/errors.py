@@ -35,7 +35,7 @@ class Named(Protocol):
 
 def device_error(err: XiaozhiError, name: str) -> HomeAssistantError:
     """Return the translated Home Assistant error for a protocol failure."""
-    placeholders = {"tool": err.subject or "?", "name": name}
+    placeholders = {"tool": err.subject or "request", "name": name}
     if isinstance(err, ArgumentError):
         return ServiceValidationError(
             translation_domain=DOMAIN,

@@ -166,7 +166,9 @@ class MediaPlayback:
             raise translated_error("play_not_connected", name)
         if self._target.plays_notify is False:
             raise translated_error(
-                "play_needs_conversation", name, firmware=self._target.firmware or "?"
+                "play_needs_conversation",
+                name,
+                firmware=self._target.firmware or "unknown",
             )
         await self._async_play_notify(
             channel, urls, url, NowPlaying(media_id, title, "notify")
@@ -266,7 +268,7 @@ class MediaPlayback:
                 raise translated_error(
                     "play_needs_conversation",
                     channel.name,
-                    firmware=self._target.firmware or "?",
+                    firmware=self._target.firmware or "unknown",
                 )
             raise translated_error("play_busy", channel.name)
         if stream.finished.done():

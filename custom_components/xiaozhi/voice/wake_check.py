@@ -109,8 +109,19 @@ async def async_check_wake(
     try:
         async with asyncio.timeout(CHECK_TIMEOUT):
             result = await engine.async_process_audio_stream(metadata, _chunks(pcm))
+    except TimeoutError:
+        LOGGER.info(
+            "%s: the wake word could not be checked: no text within %g s",
+            name,
+            CHECK_TIMEOUT,
+        )
+        return WakeCheck(None, false_wake=False)
     except Exception as err:  # noqa: BLE001 - an engine raises its own errors
-        LOGGER.info("%s: the wake word could not be checked: %s", name, err)
+        LOGGER.info(
+            "%s: the wake word could not be checked: %s",
+            name,
+            str(err) or type(err).__name__,
+        )
         return WakeCheck(None, false_wake=False)
     # An engine that recognised nothing says so with an error: nobody spoke.
     succeeded = result.result is stt.SpeechResultState.SUCCESS
