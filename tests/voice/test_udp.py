@@ -14,6 +14,10 @@ import pytest
 from pytest_homeassistant_custom_component.common import MockConfigEntry
 
 from custom_components.xiaozhi.media import notify
+from custom_components.xiaozhi.protocol.audio.pacing import (
+    LEAD_FRAMES,
+    TTS_START_SETTLE,
+)
 from custom_components.xiaozhi.protocol.mqtt import udp
 from custom_components.xiaozhi.runtime import XiaozhiRuntime
 from custom_components.xiaozhi.transport.mqtt import MqttLink
@@ -419,3 +423,53 @@ async def test_a_question_typed_with_no_audio_at_all_says_why_it_is_silent(
     why = [line for line in lines if "it has sent no audio yet" in line]
     assert len(why) == 1, lines
     assert not [line for line in lines if "?" in line.replace(QUESTION, "")]
+
+
+@pytest.mark.parametrize("chip", ["esp32s3", "esp32c3"])
+@pytest.mark.parametrize("websocket_only", [False, True], ids=["mqtt", "websocket"])
+async def test_a_board_without_psram_gets_its_reply_without_a_burst(
+    hass: HomeAssistant,
+    voice: Voice,
+    init_integration: MockConfigEntry,
+    simulators: Callable[..., SimulatedDevice],
+    chip: str,
+    websocket_only: bool,
+) -> None:
+    """An ESP32-C3 gets every frame paced from the first; its first sound is as early.
+
+    Such a board stops after a syllable and reboots when the first frames
+    arrive in a burst (the simulated one records it). Boards with PSRAM keep
+    their lead of a few frames.
+    """
+    await voice.use_agent()  # answers at once: the first frame waits for nothing
+    voice.tts.seconds = 1.2
+    device = simulators(
+        ota_url=LOOPBACK_OTA_URL,
+        mic_speed=4.0,
+        chip=chip,
+        websocket_only=websocket_only,
+        wake_preroll=chip != "esp32c3",
+    )
+    await device.provision()
+    await device.connect()
+    runtime = init_integration.runtime_data
+    await wait_for_runtime(runtime, lambda r: r.connected)
+    assert runtime.entry_data.hardware is not None
+    assert runtime.entry_data.hardware.chip == chip
+    await device.wake("你好小智", SPEECH)
+    await device.wait_for(lambda: tts_stopped(device), timeout=15)
+    await device.wait_for(lambda: device.speaker.idle)
+
+    record = device.speaker.record
+    assert record.dropped == 0
+    assert abs(record.played * FRAME - 1.2) <= FRAME
+    tts_start = next(when for when, what in device.timeline if what == "tts:start")
+    first_frame = record.arrivals[0] - tts_start
+    # The first sound no later than with a lead, at most a frame of slack.
+    assert first_frame <= TTS_START_SETTLE + FRAME
+    assert record.bursts == 0
+    if chip == "esp32c3":
+        assert record.max_burst == 1  # no two frames within 10 ms
+        assert record.max_queue <= 2
+    else:  # its lead: the first frames at once, then as many queued
+        assert record.max_queue >= LEAD_FRAMES

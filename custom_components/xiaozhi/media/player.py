@@ -216,6 +216,7 @@ class MediaPlayback:
             pacer = DownlinkPacer(
                 channel.async_send_audio,
                 frame_duration=channel.frame_duration / 1000,
+                lead=channel.lead_frames,
                 not_before=self.hass.loop.time() + TTS_START_SETTLE,
             )
             await pacer.send(first.data)

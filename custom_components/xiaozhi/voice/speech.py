@@ -92,6 +92,7 @@ async def play_audio(
     pacer = DownlinkPacer(
         channel.async_send_audio,
         frame_duration=frame_ms / 1000,
+        lead=channel.lead_frames,
         not_before=not_before,
     )
     async for chunk in pcm:
