@@ -58,6 +58,8 @@ from .protocol import (
 from .tools import ArgumentValue, ToolError, ToolSpec, dumps
 from .transport import HttpClient, UrlRewriter, mask_token, redact_url
 from .voice import (
+    NO_PSRAM_BURST_LIMIT,
+    NO_PSRAM_CHIPS,
     WAKE_WORD_PREROLL,
     MicEncoder,
     Speaker,
@@ -271,6 +273,9 @@ class SimulatedDevice:
             is_speaking=self._playing_allowed,
             on_drained=self._playback_drained,
             queue_limit=self.config.decode_queue,
+            burst_limit=NO_PSRAM_BURST_LIMIT
+            if self.config.chip in NO_PSRAM_CHIPS
+            else None,
         )
         self._mic_encoder: MicEncoder | None = None
         self._mic_source = bytearray()

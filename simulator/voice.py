@@ -8,6 +8,14 @@ takes effect one pass of the main loop later; the queue holds at most 40
 packets and drops the rest (pushed without waiting); packets play one frame
 duration each; ``tts stop`` does not flush the queue. In auto mode the device
 sends ``listen start`` again once playback has drained.
+
+Boards without PSRAM (ESP32-C2, C3, C6: about 80 KB of heap) cannot take a
+burst: one stopped after a syllable and rebooted when a server sent its first
+six frames within 10 ms, and played whole with one frame every 60 ms
+(xinnan-tech/xiaozhi-esp32-server issue 3349). The speaker records every
+burst, and on such a board flags one of more than :data:`NO_PSRAM_BURST_LIMIT`
+frames as that failure (where between one and six the real limit lies is not
+known: the simulator is strict).
 """
 
 import asyncio
@@ -15,6 +23,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 import io
+import logging
 import math
 from pathlib import Path
 from typing import BinaryIO, Final
@@ -25,6 +34,8 @@ from av.audio.frame import AudioFrame
 from av.audio.resampler import AudioResampler
 import numpy as np
 
+_LOGGER = logging.getLogger(__name__)
+
 MIC_RATE: Final = 16000
 SPEAKER_RATE: Final = 24000  # until the server hello says otherwise
 FRAME_MS: Final = 60
@@ -32,6 +43,10 @@ MAX_DECODE_PACKETS: Final = 2400 // FRAME_MS  # MAX_DECODE_PACKETS_IN_QUEUE
 WAKE_WORD_PREROLL: Final = 2.0  # seconds cached before the wake word
 ROOM_NOISE_DB: Final = -65.0  # a quiet room's noise, RMS dBFS
 WAKE_PHRASE_TAIL: Final = 0.1  # seconds between the wake phrase and detection
+# Chips that cannot have PSRAM (``chip_model_name``), and what they take at once.
+NO_PSRAM_CHIPS: Final = frozenset({"esp32c2", "esp32c3", "esp32c6"})
+BURST_WINDOW: Final = 0.010  # seconds: packets this close together are a burst
+NO_PSRAM_BURST_LIMIT: Final = 2
 _FULL_SCALE: Final = 32768.0
 _NOISE_SEED: Final = 20240601
 _WAKE_TONE: Final = 440.0
@@ -227,6 +242,10 @@ class PlaybackRecord:
     # Packets queued just after each one was taken: how far ahead the server is.
     queue_depths: list[int] = field(default_factory=list)
     finished_at: float | None = None
+    # The most packets that arrived within BURST_WINDOW of each other, and
+    # (on a board without PSRAM) the bursts it would not have survived.
+    max_burst: int = 0
+    bursts: int = 0
 
     @property
     def dropped(self) -> int:
@@ -244,11 +263,17 @@ class Speaker:
         on_drained: Callable[[], None],
         queue_limit: int = MAX_DECODE_PACKETS,
         decode: bool = True,
+        burst_limit: int | None = None,
     ) -> None:
-        """Play while ``is_speaking()``; call ``on_drained`` when the queue empties."""
+        """Play while ``is_speaking()``; call ``on_drained`` when the queue empties.
+
+        ``burst_limit``: the most packets a board without PSRAM takes within
+        :data:`BURST_WINDOW` (None: any burst is survived).
+        """
         self._is_speaking = is_speaking
         self._on_drained = on_drained
         self.queue_limit = queue_limit
+        self.burst_limit = burst_limit
         self._decode = decode
         self._queue: deque[bytes] = deque()
         self._decoder: SpeakerDecoder | None = None
@@ -277,7 +302,9 @@ class Speaker:
         """Take one packet from the server (dropped unless Speaking)."""
         record = self.record
         record.received += 1
-        record.arrivals.append(asyncio.get_running_loop().time())
+        now = asyncio.get_running_loop().time()
+        record.arrivals.append(now)
+        self._note_burst(now)
         if not self._is_speaking():
             record.dropped_not_speaking += 1
             return
@@ -289,6 +316,23 @@ class Speaker:
         record.queue_depths.append(len(self._queue))
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(self._play())
+
+    def _note_burst(self, now: float) -> None:
+        record = self.record
+        burst = 0
+        for arrival in reversed(record.arrivals):
+            if now - arrival > BURST_WINDOW:
+                break
+            burst += 1
+        record.max_burst = max(record.max_burst, burst)
+        if self.burst_limit is not None and burst == self.burst_limit + 1:
+            record.bursts += 1
+            _LOGGER.warning(
+                "More than %d audio packets within %.0f ms: a board without "
+                "PSRAM stops playing and reboots",
+                self.burst_limit,
+                BURST_WINDOW * 1000,
+            )
 
     def reset(self) -> None:
         """Clear the queue (entering Speaking resets the decoder)."""

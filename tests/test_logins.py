@@ -34,11 +34,24 @@ def test_too_many_wrong_answers_block_the_address(
     limiter.failed("10.0.0.9", "MQTT login")
     assert limiter.blocked("10.0.0.9")
     assert not limiter.blocked("10.0.0.8")
-    assert limiter.as_dict() == {"failures": {}, "blocked": ["10.0.0.9"]}
+    assert limiter.as_dict() == {"failures": {}, "blocked": ["10.0.0.0/24"]}
     assert caplog.text.count("Refusing 10.0.0.9") == 1
     clock[0] += 121
     assert not limiter.blocked("10.0.0.9")
     assert not limiter.blocked(None)
+
+
+def test_diagnostics_name_networks_only(clock: list[float]) -> None:
+    """Addresses of one network count together; what is no address is hidden."""
+    limiter = FailedLogins(max_failures=3, window=60, block=120)
+    limiter.failed("10.0.0.9", "MQTT login")
+    limiter.failed("10.0.0.10", "MQTT login")
+    limiter.failed("fe80::1%eth0", "WebSocket")
+    limiter.failed("a-proxy", "WebSocket")
+    assert limiter.as_dict() == {
+        "failures": {"10.0.0.0/24": 2, "fe80::/64": 1, "**REDACTED**": 1},
+        "blocked": [],
+    }
 
 
 def test_old_failures_leave_the_window(clock: list[float]) -> None:
@@ -84,7 +97,7 @@ def test_memory_is_bounded(clock: list[float], monkeypatch: pytest.MonkeyPatch) 
     assert limiter.blocked("10.0.1.9")  # the newest is kept
     clock[0] += 121
     limiter.failed("10.0.2.1", "sound URL")  # expired blocks make room
-    assert limiter.as_dict()["blocked"] == ["10.0.2.1"]
+    assert limiter.as_dict()["blocked"] == ["10.0.2.0/24"]
 
 
 async def test_pairing_forgives_the_devices_address(

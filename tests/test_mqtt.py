@@ -15,6 +15,7 @@ from aiohttp.test_utils import TestClient
 from homeassistant import config_entries
 from homeassistant.const import ATTR_ENTITY_ID
 from homeassistant.core import HomeAssistant
+from homeassistant.data_entry_flow import FlowResultType
 from homeassistant.exceptions import HomeAssistantError
 from homeassistant.helpers import entity_registry as er, issue_registry as ir
 from homeassistant.setup import async_setup_component
@@ -311,6 +312,44 @@ async def test_the_port_repair_keeps_the_settings_it_does_not_show(
     )
     assert (await response.json())["type"] == "create_entry"
     assert server_entry.options == {**ports, **kept}
+
+
+async def test_moving_the_ports_in_the_options_clears_the_port_repairs(
+    hass: HomeAssistant,
+    init_integration: MockConfigEntry,
+    server_entry: MockConfigEntry,
+    issue_registry: ir.IssueRegistry,
+) -> None:
+    """Both ports were taken at start; moving them in the options ends both repairs."""
+    endpoints = _endpoints(hass)
+    await endpoints.async_stop()
+    with (
+        socket.socket() as tcp,
+        socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp,
+    ):
+        tcp.bind(("0.0.0.0", 0))  # noqa: S104 - where the endpoint binds
+        tcp.listen()
+        udp.bind(("0.0.0.0", 0))  # noqa: S104 - where the endpoint binds
+        await endpoints.async_start(
+            ServerSettings(
+                mqtt_port=tcp.getsockname()[1], udp_port=udp.getsockname()[1]
+            )
+        )
+        issues = ("port_unavailable_mqtt_port", "port_unavailable_udp_port")
+        assert all(issue_registry.async_get_issue(DOMAIN, i) for i in issues)
+
+        result = await hass.config_entries.options.async_init(server_entry.entry_id)
+        result = await hass.config_entries.options.async_configure(
+            result["flow_id"],
+            {
+                "transport": "auto",
+                "mqtt_port": free_port(socket.SOCK_STREAM),
+                "udp_port": free_port(socket.SOCK_DGRAM),
+            },
+        )
+    assert result["type"] is FlowResultType.CREATE_ENTRY
+    assert endpoints.active
+    assert not any(issue_registry.async_get_issue(DOMAIN, i) for i in issues)
 
 
 async def test_an_unloaded_server_leaves_no_port_repair(

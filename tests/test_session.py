@@ -236,6 +236,24 @@ async def test_drop_mid_call_fails_fast(
     assert err.value.translation_key == "not_connected"
 
 
+async def test_a_dropped_link_says_what_it_cut_short(
+    hass: HomeAssistant, init_integration: MockConfigEntry, simulator: SimulatedDevice
+) -> None:
+    """Speech sent on a link that dropped names what it was, never "?"."""
+    runtime: XiaozhiRuntime = init_integration.runtime_data
+    channel = runtime.voice
+    await simulator.disconnect()
+    await wait_for_runtime(runtime, lambda d: d.session is None)
+    with pytest.raises(HomeAssistantError) as err:
+        await channel.async_start_speaking()
+    assert err.value.translation_key == "connection_lost"
+    assert err.value.translation_placeholders["tool"] == "tts"
+    with pytest.raises(HomeAssistantError) as err:
+        await channel.async_send_audio(b"\x01", 0)
+    assert err.value.translation_placeholders["tool"] == "audio"
+    assert "?" not in str(err.value)
+
+
 async def test_duplicate_and_wrong_id_replies(
     hass: HomeAssistant, init_integration: MockConfigEntry, simulator: SimulatedDevice
 ) -> None:

@@ -2,16 +2,29 @@
 
 from typing import Any
 
-from homeassistant.components.diagnostics import async_redact_data
+from homeassistant.components.diagnostics import REDACTED, async_redact_data
 from homeassistant.config_entries import ConfigEntry
 from homeassistant.core import HomeAssistant
 
-from .const import CONF_TOKEN
+from .const import CONF_MAC, CONF_TOKEN
 from .domain_data import DATA_KEY
 from .runtime import XiaozhiRuntime
 from .settings import is_server_entry
 
-TO_REDACT = {CONF_TOKEN, "vision_token", "ssid", "client_id"}
+# Secrets, and what locates or identifies the device: its MAC (the entry's
+# title carries its end), its network address, and any address a device's
+# status may report.
+TO_REDACT = {
+    CONF_TOKEN,
+    "vision_token",
+    "ssid",
+    "client_id",
+    CONF_MAC,
+    "remote",
+    "ip",
+    "ip_address",
+    "mac_address",
+}
 
 
 async def async_get_config_entry_diagnostics(
@@ -40,7 +53,7 @@ def _device_diagnostics(entry: ConfigEntry[XiaozhiRuntime]) -> dict[str, Any]:
     return async_redact_data(
         {
             "entry": {
-                "title": entry.title,
+                "title": REDACTED,
                 "data": dict(entry.data),
                 "options": dict(entry.options),
             },

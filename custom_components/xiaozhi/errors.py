@@ -15,6 +15,7 @@ from .const import DOMAIN
 from .protocol import (
     ArgumentError,
     ConnectionClosedError,
+    NoAudioAddressError,
     RequestTimeoutError,
     XiaozhiError,
 )
@@ -34,12 +35,18 @@ class Named(Protocol):
 
 def device_error(err: XiaozhiError, name: str) -> HomeAssistantError:
     """Return the translated Home Assistant error for a protocol failure."""
-    placeholders = {"tool": err.subject or "?", "name": name}
+    placeholders = {"tool": err.subject or "request", "name": name}
     if isinstance(err, ArgumentError):
         return ServiceValidationError(
             translation_domain=DOMAIN,
             translation_key=err.reason,
             translation_placeholders={**placeholders, **err.placeholders},
+        )
+    if isinstance(err, NoAudioAddressError):
+        return DeviceUnavailableError(
+            translation_domain=DOMAIN,
+            translation_key="no_audio_address",
+            translation_placeholders={"name": name},
         )
     if isinstance(err, ConnectionClosedError):
         return DeviceUnavailableError(

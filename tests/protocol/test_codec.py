@@ -2,6 +2,7 @@
 
 import asyncio
 import io
+import itertools
 import math
 import struct
 
@@ -17,7 +18,11 @@ from custom_components.xiaozhi.protocol.audio.codec import (
     WavReader,
     decode_file,
 )
-from custom_components.xiaozhi.protocol.audio.pacing import DownlinkPacer
+from custom_components.xiaozhi.protocol.audio.pacing import (
+    LEAD_FRAMES,
+    DownlinkPacer,
+    lead_frames,
+)
 from custom_components.xiaozhi.protocol.emotions import emotion_for
 from simulator.voice import dominant_frequency, tone, wav_bytes
 
@@ -183,6 +188,38 @@ async def test_pacer_keeps_a_small_lead_and_real_time() -> None:
     assert end - start >= 0.05 + 20 * 0.02 - 0.005
     assert pacer.stats.frames == 20
     assert pacer.lead_seconds == 0
+
+
+async def test_pacer_without_a_lead_sends_each_frame_when_the_last_has_played() -> None:
+    """A board without PSRAM: frame n at start + n frames, the first one as early."""
+    loop = asyncio.get_running_loop()
+    sent: list[float] = []
+
+    async def send(packet: bytes, timestamp: int) -> None:
+        sent.append(loop.time())
+
+    start = loop.time() + 0.05
+    pacer = DownlinkPacer(send, frame_duration=0.02, lead=0, not_before=start)
+    for _ in range(10):
+        await pacer.send(b"x")
+    assert sent[0] - start < 0.01
+    assert all(b - a >= 0.02 - 0.002 for a, b in itertools.pairwise(sent))
+    assert pacer.stats.max_lead <= 0.02 + 0.005
+
+
+@pytest.mark.parametrize(
+    ("chip", "lead"),
+    [
+        ("esp32s3", LEAD_FRAMES),
+        ("esp32", LEAD_FRAMES),
+        (None, LEAD_FRAMES),
+        ("esp32c3", 0),
+        ("ESP32C2", 0),
+        ("esp32c6", 0),
+    ],
+)
+def test_boards_without_psram_get_no_lead(chip: str | None, lead: int) -> None:
+    assert lead_frames(chip) == lead
 
 
 @pytest.mark.parametrize(

@@ -19,6 +19,7 @@ from custom_components.xiaozhi.protocol.messages import (
     dumps,
     loads,
     mcp_frame,
+    notify_frame,
     parse_frame,
     recover_error_reply,
     server_hello,
@@ -220,6 +221,21 @@ def test_mcp_and_alert_frames() -> None:
         "emotion": "neutral",
     }
     assert alert_frame("s", "Info", "Hi", "happy")["emotion"] == "happy"
+
+
+def test_notify_frame_always_carries_a_subtitle_array() -> None:
+    """Forks that parse ``subtitles`` drop the whole message unless it is an array."""
+    url = "http://ha.local/api/xiaozhi/v1/sound/abc.ogg"
+    assert notify_frame(url, "Dinner is ready") == {
+        "type": "notify",
+        "audio_url": url,
+        "subtitles": [{"start_ms": 0, "text": "Dinner is ready"}],
+    }
+    assert notify_frame(url, "") == {
+        "type": "notify",
+        "audio_url": url,
+        "subtitles": [],
+    }
 
 
 def test_recover_error_reply_limits() -> None:

@@ -10,6 +10,7 @@ import pytest
 from custom_components.xiaozhi.protocol import (
     CloseReason,
     ConnectionClosedError,
+    McpError,
     RequestTimeoutError,
     ToolResult,
 )
@@ -306,6 +307,33 @@ async def test_socket_errors_become_connection_closed(
     with pytest.raises(ConnectionClosedError):
         await session.call_tool(VOLUME, {})
     assert session.mcp.pending_count == 0
+
+
+async def test_failures_say_what_failed_and_why(rig: Rig) -> None:
+    """A failure names what was sent, and has a reason when none came with it."""
+    rig.device.tools = [STATUS_TOOL, VOLUME_TOOL]
+    session = await rig.connect()
+    rig.transport.send_error = ConnectionResetError()  # no message at all
+    sends = [
+        (session.send_tts("start"), "tts"),
+        (session.send_audio(b"\x01"), "audio"),
+        (session.mcp.request("ping", None, 1), "ping"),
+        (session.call_tool(VOLUME, {"volume": 1}), VOLUME),
+    ]
+    for send, subject in sends:
+        with pytest.raises(ConnectionClosedError) as err:
+            await send
+        assert err.value.subject == subject
+        assert str(err.value) == "the connection closed"
+    await session.connection_lost()
+    for send, subject in [
+        (session.send_stt("hi"), "stt"),
+        (session.refresh(), "tools/list"),
+    ]:
+        with pytest.raises(ConnectionClosedError) as err:
+            await send
+        assert err.value.subject == subject
+    assert str(McpError("")) == "no reason given"
 
 
 async def test_send_alert(rig: Rig) -> None:

@@ -10,6 +10,7 @@ import socket
 
 import pytest
 
+from custom_components.xiaozhi.protocol import NoAudioAddressError
 from custom_components.xiaozhi.protocol.mqtt import udp
 from custom_components.xiaozhi.protocol.mqtt.udp import (
     HEADER,
@@ -280,7 +281,7 @@ async def test_sending_needs_an_address_and_an_open_channel(
     endpoint: UdpEndpoint,
 ) -> None:
     channel = endpoint.open_channel("127.0.0.1", lambda _p: None)
-    with pytest.raises(ConnectionError, match="no audio yet"):
+    with pytest.raises(NoAudioAddressError, match="its UDP port is unknown"):
         channel.send(FRAMES[0], 0)
     channel.address = ("127.0.0.1", 9)
     with pytest.raises(ValueError, match="too large"):
@@ -293,6 +294,40 @@ async def test_sending_needs_an_address_and_an_open_channel(
     other.address = ("127.0.0.1", 9)
     with pytest.raises(ConnectionError, match="stopped"):
         other.send(FRAMES[0], 0)
+
+
+async def test_the_first_packet_waits_for_the_devices_first_audio(
+    endpoint: UdpEndpoint, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The device's address comes with its first audio: a reply waits for it.
+
+    Once; a channel that waited in vain fails at once, and a closed channel
+    lets its waiting sender go.
+    """
+    monkeypatch.setattr(udp, "FIRST_AUDIO_WAIT", 5.0)
+    channel, device, _heard = await _open(endpoint)
+    reply = asyncio.create_task(channel.send_when_heard(FRAMES[0], 0))
+    await asyncio.sleep(0)
+    assert not reply.done()
+    assert device.channel.send(FRAMES[1])
+    await asyncio.wait_for(reply, 2)
+    assert await asyncio.wait_for(device.received.get(), 2) == FRAMES[0]
+    device.channel.close()
+
+    monkeypatch.setattr(udp, "FIRST_AUDIO_WAIT", 0.01)
+    silent = endpoint.open_channel("127.0.0.1", lambda _p: None)
+    with pytest.raises(NoAudioAddressError):
+        await silent.send_when_heard(FRAMES[0], 0)
+    monkeypatch.setattr(udp, "FIRST_AUDIO_WAIT", 5.0)
+    with pytest.raises(NoAudioAddressError):  # at once: it waited already
+        await asyncio.wait_for(silent.send_when_heard(FRAMES[0], 0), 1)
+
+    closing = endpoint.open_channel("127.0.0.1", lambda _p: None)
+    waiting = asyncio.create_task(closing.send_when_heard(FRAMES[0], 0))
+    await asyncio.sleep(0)
+    closing.close()
+    with pytest.raises(ConnectionError, match="closed"):
+        await asyncio.wait_for(waiting, 1)
 
 
 def test_header_parsing() -> None:

@@ -2,6 +2,7 @@
 
 import asyncio
 from collections.abc import Callable
+import os
 
 import pytest
 
@@ -74,6 +75,20 @@ def test_what_sounds_like_the_wake_word(
     heard: str, wake_word: str, alike: bool
 ) -> None:
     assert resembles(heard, wake_word) is alike
+
+
+def test_checks_leave_the_environment_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """pypinyin skips its phrases, and a check changes no environment variable.
+
+    The variable is set once, when the module is imported; a check runs in
+    an executor thread, where changing the environment would race others.
+    """
+    monkeypatch.delenv("PYPINYIN_NO_PHRASES")
+    assert resembles("你好小志", "你好小智")
+    assert "PYPINYIN_NO_PHRASES" not in os.environ
+    from pypinyin.constants import PHRASES_DICT  # after the module set the variable
+
+    assert PHRASES_DICT == {}
 
 
 def claim(

@@ -539,16 +539,27 @@ async def test_the_connection_test_says_why_a_device_cannot_play(
     assert "Traceback" not in caplog.text
 
 
+@pytest.mark.parametrize("chip", ["esp32s3", "esp32c3"])
 async def test_music_plays_after_the_reply_in_a_conversation(
     hass: HomeAssistant,
     voice: Voice,
     sources: Sources,
     init_integration: MockConfigEntry,
     simulators: Callable[..., SimulatedDevice],
+    chip: str,
 ) -> None:
-    """Asked during a reply, the song waits for it, then plays on the open audio."""
+    """Asked during a reply, the song waits for it, then plays on the open audio.
+
+    A board without PSRAM gets the song, as the reply, with no burst.
+    """
     voice.tts.seconds = 1.0
-    device = simulators(ota_url=LOOPBACK_OTA_URL, mic_speed=4.0, notify=False)
+    device = simulators(
+        ota_url=LOOPBACK_OTA_URL,
+        mic_speed=4.0,
+        notify=False,
+        chip=chip,
+        wake_preroll=chip != "esp32c3",
+    )
     await device.provision()
     await connected(device, init_integration)
     await device.wake("你好小智", tone(440, 1.0) + silence(1.0))
@@ -564,6 +575,9 @@ async def test_music_plays_after_the_reply_in_a_conversation(
     assert abs(dominant_frequency(played[-RATE:], RATE) - 660) <= 5
     assert device.speaker.record.dropped == 0
     assert device.notify_sounds == []
+    assert device.speaker.record.bursts == 0
+    if chip == "esp32c3":
+        assert device.speaker.record.max_burst == 1
 
 
 async def test_what_does_not_decode_is_a_clear_error(

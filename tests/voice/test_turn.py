@@ -91,6 +91,9 @@ async def test_reply_messages_in_order_and_paced(
     voice.tts.seconds = 2.0
     await talker.wake("你好小智", SPEECH)
     await closed(talker)
+    # The link closes once the reply should have played; the simulated
+    # speaker, on a busy machine, may still be playing its last frame.
+    await talker.wait_for(lambda: talker.speaker.idle)
 
     assert texts(talker) == [
         "stt",

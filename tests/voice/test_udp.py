@@ -14,10 +14,15 @@ import pytest
 from pytest_homeassistant_custom_component.common import MockConfigEntry
 
 from custom_components.xiaozhi.media import notify
+from custom_components.xiaozhi.protocol.audio.pacing import (
+    LEAD_FRAMES,
+    TTS_START_SETTLE,
+)
+from custom_components.xiaozhi.protocol.mqtt import udp
 from custom_components.xiaozhi.runtime import XiaozhiRuntime
 from custom_components.xiaozhi.transport.mqtt import MqttLink
 from simulator import SimulatedDevice
-from simulator.voice import dominant_frequency, silence, tone
+from simulator.voice import MicEncoder, dominant_frequency, silence, tone
 from tests.conftest import LOOPBACK_OTA_URL, wait_for_runtime
 from tests.voice.conftest import Voice, satellite_id
 from tests.voice.test_turn import FRAME, SPEECH, loud_seconds, stop_after
@@ -373,3 +378,122 @@ async def test_timer_reaches_an_idle_device(
     await mqtt_talker.wait_for(lambda: len(mqtt_talker.alerts) >= 2, timeout=10)
     assert mqtt_talker.alerts[0]["message"] == "tea 0:01"
     assert mqtt_talker.alerts[1]["message"] == "tea timer finished"
+
+
+QUESTION = "What time is it in Paris?"
+
+
+def tts_stopped(device: SimulatedDevice) -> bool:
+    """Return True once Home Assistant has said ``tts stop``."""
+    return any(
+        frame["type"] == "tts" and frame.get("state") == "stop"
+        for frame in device.received
+    )
+
+
+async def test_a_question_typed_before_any_audio_is_played_once_audio_comes(
+    hass: HomeAssistant,
+    voice: Voice,
+    init_integration: MockConfigEntry,
+    mqtt_talker: SimulatedDevice,
+) -> None:
+    """py-xiaozhi types its first question before it sends any audio.
+
+    Home Assistant learns the client's UDP address only from its first audio
+    packet: the answer waits for it, and plays once it comes.
+    """
+    await voice.use_agent()
+    voice.tts.seconds = 0.6
+    await mqtt_talker.send_listen("detect", text=QUESTION)
+    await mqtt_talker.wait_for(lambda: mqtt_talker.state.activity == "speaking")
+    # The client's microphone starts a little later, when the answer's first
+    # frame is already due (0.1 s after tts start).
+    await asyncio.sleep(0.5)
+    heard_at = asyncio.get_running_loop().time()
+    silent = MicEncoder().frames(silence(0.06))[0]
+    assert await mqtt_talker.send_audio_packet(silent)
+    await mqtt_talker.wait_for(lambda: tts_stopped(mqtt_talker), timeout=15)
+    await mqtt_talker.wait_for(lambda: mqtt_talker.speaker.idle)
+
+    assert mqtt_talker.tts_sentences == ["Sure, done 😊"]
+    record = mqtt_talker.speaker.record
+    assert record.dropped == 0
+    assert abs(record.played * FRAME - 0.6) <= 2 * FRAME
+    assert record.arrivals[0] > heard_at  # it waited for the client's audio
+
+
+async def test_a_question_typed_with_no_audio_at_all_says_why_it_is_silent(
+    hass: HomeAssistant,
+    voice: Voice,
+    init_integration: MockConfigEntry,
+    mqtt_talker: SimulatedDevice,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No audio at all: the answer is shown, and one log line says why it is silent."""
+    monkeypatch.setattr(udp, "FIRST_AUDIO_WAIT", 0.3)
+    await voice.use_agent()
+    voice.tts.seconds = 0.6
+    await mqtt_talker.send_listen("detect", text=QUESTION)
+    await mqtt_talker.wait_for(lambda: tts_stopped(mqtt_talker), timeout=15)
+
+    assert mqtt_talker.tts_sentences == ["Sure, done 😊"]
+    assert mqtt_talker.speaker.record.received == 0
+    lines = [
+        record.getMessage()
+        for record in caplog.records
+        if record.name.startswith("custom_components.xiaozhi")
+    ]
+    why = [line for line in lines if "it has sent no audio yet" in line]
+    assert len(why) == 1, lines
+    assert not [line for line in lines if "?" in line.replace(QUESTION, "")]
+
+
+@pytest.mark.parametrize("chip", ["esp32s3", "esp32c3"])
+@pytest.mark.parametrize("websocket_only", [False, True], ids=["mqtt", "websocket"])
+async def test_a_board_without_psram_gets_its_reply_without_a_burst(
+    hass: HomeAssistant,
+    voice: Voice,
+    init_integration: MockConfigEntry,
+    simulators: Callable[..., SimulatedDevice],
+    chip: str,
+    websocket_only: bool,
+) -> None:
+    """An ESP32-C3 gets every frame paced from the first; its first sound is as early.
+
+    Such a board stops after a syllable and reboots when the first frames
+    arrive in a burst (the simulated one records it). Boards with PSRAM keep
+    their lead of a few frames.
+    """
+    await voice.use_agent()  # answers at once: the first frame waits for nothing
+    voice.tts.seconds = 1.2
+    device = simulators(
+        ota_url=LOOPBACK_OTA_URL,
+        mic_speed=4.0,
+        chip=chip,
+        websocket_only=websocket_only,
+        wake_preroll=chip != "esp32c3",
+    )
+    await device.provision()
+    await device.connect()
+    runtime = init_integration.runtime_data
+    await wait_for_runtime(runtime, lambda r: r.connected)
+    assert runtime.entry_data.hardware is not None
+    assert runtime.entry_data.hardware.chip == chip
+    await device.wake("你好小智", SPEECH)
+    await device.wait_for(lambda: tts_stopped(device), timeout=15)
+    await device.wait_for(lambda: device.speaker.idle)
+
+    record = device.speaker.record
+    assert record.dropped == 0
+    assert abs(record.played * FRAME - 1.2) <= FRAME
+    tts_start = next(when for when, what in device.timeline if what == "tts:start")
+    first_frame = record.arrivals[0] - tts_start
+    # The first sound no later than with a lead, at most a frame of slack.
+    assert first_frame <= TTS_START_SETTLE + FRAME
+    assert record.bursts == 0
+    if chip == "esp32c3":
+        assert record.max_burst == 1  # no two frames within 10 ms
+        assert record.max_queue <= 2
+    else:  # its lead: the first frames at once, then as many queued
+        assert record.max_queue >= LEAD_FRAMES

@@ -433,6 +433,7 @@ async def test_a_check_that_cannot_finish_lets_the_turn_go_on(
     boxes: Callable[..., Awaitable[list[MockConfigEntry]]],
     devices: Callable[..., Awaitable[list[SimulatedDevice]]],
     monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
     failure: str,
 ) -> None:
     """A check that times out or fails must not leave the user unanswered."""
@@ -463,6 +464,8 @@ async def test_a_check_that_cannot_finish_lets_the_turn_go_on(
         return
     await answered(device)
     speech_heard(voice)
+    why = {"slow": "no text within 0.05 s", "broken": "the engine broke"}[failure]
+    assert f"the wake word could not be checked: {why}" in caplog.text
 
 
 async def test_a_detect_long_before_its_start_is_no_wake_word(

@@ -239,7 +239,7 @@ async def async_notify(
                 "%s did not fetch its sound: its firmware (%s) plays sounds only "
                 "in a conversation",
                 target.name,
-                target.firmware,
+                target.firmware or "unknown",
             )
         return False
     if target.plays_notify is not True:

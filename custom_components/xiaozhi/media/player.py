@@ -210,7 +210,9 @@ class MediaPlayback:
             raise translated_error("play_not_connected", name)
         if self._target.plays_notify is False:
             raise translated_error(
-                "play_needs_conversation", name, firmware=self._target.firmware or "?"
+                "play_needs_conversation",
+                name,
+                firmware=self._target.firmware or "unknown",
             )
         await self._async_play_notify(
             channel, urls, source, NowPlaying(media_id, title, "notify", duration)
@@ -256,6 +258,7 @@ class MediaPlayback:
             pacer = DownlinkPacer(
                 channel.async_send_audio,
                 frame_duration=channel.frame_duration / 1000,
+                lead=channel.lead_frames,
                 not_before=self.hass.loop.time() + TTS_START_SETTLE,
             )
             await pacer.send(first.data)
@@ -310,7 +313,7 @@ class MediaPlayback:
                 raise translated_error(
                     "play_needs_conversation",
                     channel.name,
-                    firmware=self._target.firmware or "?",
+                    firmware=self._target.firmware or "unknown",
                 )
             raise translated_error("play_busy", channel.name)
         if stream.finished.done():

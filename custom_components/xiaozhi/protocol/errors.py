@@ -15,6 +15,13 @@ class XiaozhiError(Exception):
     """
 
     subject: str | None = None
+    # What the message says when the failure came without one (a bare
+    # ConnectionResetError, a device's error with an empty message).
+    default_reason = "no reason given"
+
+    def __str__(self) -> str:
+        """Return the message, never empty."""
+        return super().__str__() or self.default_reason
 
 
 class ProtocolError(XiaozhiError):
@@ -24,6 +31,17 @@ class ProtocolError(XiaozhiError):
 class ConnectionClosedError(XiaozhiError):
     """The link to the device is gone; the request cannot complete."""
 
+    default_reason = "the connection closed"
+
+
+class NoAudioAddressError(ConnectionClosedError):
+    """Nowhere to send audio: the device has sent none on its UDP channel.
+
+    The channel learns the device's UDP address from its first audio
+    packet. Firmware always sends audio first; a text client may type its
+    first question before its microphone sends anything.
+    """
+
 
 class RequestTimeoutError(XiaozhiError):
     """The device did not answer a request in time."""
@@ -31,7 +49,7 @@ class RequestTimeoutError(XiaozhiError):
     def __init__(self, method: str, timeout: float) -> None:
         """Remember which request timed out and after how long."""
         super().__init__(f"{method} got no answer within {timeout:g} s")
-        self.method = method
+        self.subject = self.method = method
         self.timeout = timeout
 
 

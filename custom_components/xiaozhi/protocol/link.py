@@ -33,7 +33,11 @@ class Link(Protocol):
         """Send one JSON message; raise ConnectionError when the link is gone."""
 
     async def send_audio(self, payload: bytes, timestamp: int) -> None:
-        """Send one Opus packet; raise ConnectionError when the link is gone."""
+        """Send one Opus packet; raise ConnectionError when the link is gone.
+
+        NoAudioAddressError: the transport does not know where to send audio
+        (MQTT + UDP before the device's first audio).
+        """
 
     async def close(self, message: str) -> None:
         """Close the connection."""

@@ -63,7 +63,9 @@ class McpClient:
         comes back in time and ConnectionClosedError when the link goes away.
         """
         if self._closed is not None:
-            raise ConnectionClosedError(str(self._closed))
+            err = ConnectionClosedError(str(self._closed))
+            err.subject = method
+            raise err
         request_id = next(self._ids)
         future: asyncio.Future[Any] = self._loop.create_future()
         self._pending[request_id] = future
@@ -76,6 +78,9 @@ class McpClient:
                 return await future
         except TimeoutError:
             raise RequestTimeoutError(method, timeout) from None
+        except XiaozhiError as err:
+            err.subject = method
+            raise
         finally:
             del self._pending[request_id]
 

@@ -174,11 +174,14 @@ def server_hello(
 
 
 def notify_frame(audio_url: str, text: str) -> dict[str, Any]:
-    """Have an idle device fetch and play a sound, showing ``text`` meanwhile."""
-    frame: dict[str, Any] = {"type": "notify", "audio_url": audio_url}
-    if text:
-        frame["subtitles"] = [{"start_ms": 0, "text": text}]
-    return frame
+    """Have an idle device fetch and play a sound, showing ``text`` meanwhile.
+
+    ``subtitles`` is always an array, empty without text: the firmware takes
+    it as optional, but forks that parse it drop the whole message when it is
+    anything else.
+    """
+    subtitles = [{"start_ms": 0, "text": text}] if text else []
+    return {"type": "notify", "audio_url": audio_url, "subtitles": subtitles}
 
 
 def goodbye_frame(session_id: str) -> dict[str, Any]:

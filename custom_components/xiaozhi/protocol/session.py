@@ -275,21 +275,25 @@ class DeviceSession:
         Raises ConnectionClosedError when the link is gone and ProtocolError
         when the frame holds something JSON cannot carry.
         """
+        subject = str(frame.get("type"))
         if self.closed:
-            raise ConnectionClosedError("session closed")
+            raise _closed("session closed", subject)
         try:
             await self.link.send_text(dumps(frame))
         except (ConnectionError, RuntimeError) as err:
-            raise ConnectionClosedError(str(err)) from err
+            raise _closed(str(err), subject) from err
 
     async def send_audio(self, payload: bytes, timestamp: int = 0) -> None:
         """Send one Opus packet; raises ConnectionClosedError when gone."""
         if self.closed:
-            raise ConnectionClosedError("session closed")
+            raise _closed("session closed", "audio")
         try:
             await self.link.send_audio(payload, timestamp)
         except (ConnectionError, RuntimeError) as err:
-            raise ConnectionClosedError(str(err)) from err
+            raise _closed(str(err), "audio") from err
+        except XiaozhiError as err:
+            err.subject = "audio"
+            raise
 
     async def _send_payload(self, payload: dict[str, Any]) -> None:
         await self.send_frame(mcp_frame(self.session_id, payload))
@@ -439,3 +443,10 @@ class DeviceSession:
                 return
             except XiaozhiError as err:
                 _LOGGER.debug("Keep-alive request failed: %s", err)
+
+
+def _closed(message: str, subject: str) -> ConnectionClosedError:
+    """Return the error of a send on a link that is gone; ``subject`` was sent."""
+    err = ConnectionClosedError(message)
+    err.subject = subject
+    return err

@@ -16,7 +16,8 @@ way to count a failed login from elsewhere; this limiter serves the MQTT
 endpoint and the device views alike.
 """
 
-from collections import OrderedDict, deque
+from collections import Counter, OrderedDict, deque
+import ipaddress
 import time
 from typing import Any, Final
 
@@ -50,12 +51,17 @@ class FailedLogins:
         return len(self._failures.get(address, ()))
 
     def as_dict(self) -> dict[str, Any]:
-        """Return what is counted and blocked now (diagnostics)."""
+        """Return what is counted and blocked now, per network (diagnostics).
+
+        An address is personal data; its network (IPv4 /24, IPv6 /64) still
+        tells a flood from one host.
+        """
         now = time.monotonic()
-        return {
-            "failures": {address: len(t) for address, t in self._failures.items()},
-            "blocked": sorted(a for a, until in self._blocked.items() if until > now),
-        }
+        failures: Counter[str] = Counter()
+        for address, times in self._failures.items():
+            failures[_network(address)] += len(times)
+        blocked = {_network(a) for a, until in self._blocked.items() if until > now}
+        return {"failures": dict(failures), "blocked": sorted(blocked)}
 
     def blocked(self, address: str | None) -> bool:
         """Return True while ``address`` is refused."""
@@ -110,3 +116,16 @@ class FailedLogins:
             len(times),
             what,
         )
+
+
+def _network(address: str) -> str:
+    """Return the network an address belongs to: IPv4 /24, IPv6 /64."""
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return "**REDACTED**"
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    if isinstance(ip, ipaddress.IPv4Address):
+        return str(ipaddress.IPv4Network((int(ip), 24), strict=False))
+    return str(ipaddress.IPv6Network((int(ip), 64), strict=False))

@@ -146,7 +146,8 @@ class DeviceEndpoints:
         What serves now is touched only once the new ports are open: a port
         that cannot be opened leaves everything as it was. Devices connected
         over MQTT are then restarted, since they learn where to connect only
-        from the OTA answer at start-up.
+        from the OTA answer at start-up. Settings that apply leave no port
+        to repair.
         """
         old = self.settings
         want_mqtt = settings.transport is Transport.AUTO
@@ -185,6 +186,7 @@ class DeviceEndpoints:
         self.mqtt = self.mqtt if keep_mqtt else opened.mqtt
         self.udp = self.udp if keep_udp else opened.udp
         await self._close(retired.mqtt, retired.udp)
+        async_delete_port_issues(self.hass)
         if self.active:
             LOGGER.debug(
                 "Device endpoints: MQTT on TCP %s, audio on UDP %s",
@@ -354,10 +356,10 @@ class MqttLink:
         self._connection.publish(self._topic_down, text.encode())
 
     async def send_audio(self, payload: bytes, timestamp: int) -> None:
-        """Send an Opus packet on the audio channel."""
+        """Send an Opus packet on the audio channel, once the device is heard."""
         if self._channel is None:
             raise ConnectionError("no audio channel")
-        self._channel.send(payload, timestamp)
+        await self._channel.send_when_heard(payload, timestamp)
 
     async def close(self, message: str) -> None:
         """Close the MQTT connection."""

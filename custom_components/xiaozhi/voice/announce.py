@@ -49,7 +49,10 @@ def _failed(name: str, err: BaseException) -> HomeAssistantError:
     return HomeAssistantError(
         translation_domain=DOMAIN,
         translation_key="announce_failed",
-        translation_placeholders={"name": name, "error": str(err)},
+        translation_placeholders={
+            "name": name,
+            "error": str(err) or type(err).__name__,
+        },
     )
 
 
@@ -159,7 +162,7 @@ class Announcer:
     async def _async_announce_idle(
         self, channel: VoiceChannel, announcement: AssistSatelliteAnnouncement
     ) -> None:
-        name, firmware = channel.name, self._target.firmware
+        name, firmware = channel.name, self._target.firmware or "unknown"
         text = announcement.message
         urls = self._target.uploads
         try:

@@ -14,6 +14,7 @@ from ..const import LOGGER
 from ..entry_data import XiaozhiEntryData
 from ..errors import device_command
 from ..protocol import DeviceEvent, DeviceEventType, DeviceSession, XiaozhiError
+from ..protocol.audio.pacing import lead_frames
 
 
 class VoiceChannel:
@@ -63,6 +64,17 @@ class VoiceChannel:
     def frame_duration(self) -> int:
         """Return the length of one audio frame to the device, in ms."""
         return self._session.frame_duration
+
+    @property
+    def lead_frames(self) -> int:
+        """Return the frames audio is sent ahead of the device's playback.
+
+        None for a board without PSRAM (its chip, from its OTA check): a
+        burst of frames stops and restarts it.
+        """
+        data = self._entry_data
+        hardware = data.hardware if data is not None else None
+        return lead_frames(hardware.chip if hardware is not None else None)
 
     @device_command
     async def async_start_speaking(self) -> None:

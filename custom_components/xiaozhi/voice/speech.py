@@ -88,14 +88,20 @@ async def play_audio(
     """
     frame_ms = channel.frame_duration
     encoder = OpusEncoder(channel.sample_rate, frame_ms)
+    frame_bytes = encoder.frame_samples * 2
     pacer = DownlinkPacer(
         channel.async_send_audio,
         frame_duration=frame_ms / 1000,
+        lead=channel.lead_frames,
         not_before=not_before,
     )
     async for chunk in pcm:
-        for packet in encoder.encode(chunk):
-            await pacer.send(packet)
+        # A frame at a time as it is sent: an engine may hand over a whole
+        # reply at once, and encoding it in one go would hold the event loop
+        # (and the first frame) for tens of milliseconds.
+        for start in range(0, len(chunk), frame_bytes):
+            for packet in encoder.encode(chunk[start : start + frame_bytes]):
+                await pacer.send(packet)
     for packet in encoder.flush():
         await pacer.send(packet)
     await pacer.drain()

@@ -28,6 +28,15 @@ from homeassistant.core import HomeAssistant
 from ..const import LOGGER
 from ..protocol.audio import MIC_SAMPLE_RATE
 
+# pypinyin reads this once, when it is first imported, and then skips its
+# phrase dictionary (documented by pypinyin; 14 MB loaded instead of 57):
+# single characters are enough for a wake word. Set here, once, before any
+# import of pypinyin, rather than from an executor thread at every check,
+# where it would change the environment under other threads. pypinyin itself
+# is still imported only when a check first runs: installations that never
+# check keep those 14 MB.
+os.environ.setdefault("PYPINYIN_NO_PHRASES", "true")
+
 # How alike the heard text and the wake word must sound (0 to 1). Tolerates
 # one wrong syllable in four ("ni hao xiao zi"), not another sentence.
 MATCH: Final = 0.7
@@ -52,8 +61,6 @@ class WakeCheck:
 
 def _sounds(text: str) -> str:
     """Return ``text`` as plain letters: pinyin for Chinese, no accents or case."""
-    # Documented by pypinyin: skip the phrase dictionary (56 MB against 14).
-    os.environ.setdefault("PYPINYIN_NO_PHRASES", "true")
     from pypinyin import Style, lazy_pinyin  # noqa: PLC0415 - only when checks run
 
     spoken = "".join(lazy_pinyin(text[:MAX_HEARD], style=Style.NORMAL))
@@ -102,8 +109,19 @@ async def async_check_wake(
     try:
         async with asyncio.timeout(CHECK_TIMEOUT):
             result = await engine.async_process_audio_stream(metadata, _chunks(pcm))
+    except TimeoutError:
+        LOGGER.info(
+            "%s: the wake word could not be checked: no text within %g s",
+            name,
+            CHECK_TIMEOUT,
+        )
+        return WakeCheck(None, false_wake=False)
     except Exception as err:  # noqa: BLE001 - an engine raises its own errors
-        LOGGER.info("%s: the wake word could not be checked: %s", name, err)
+        LOGGER.info(
+            "%s: the wake word could not be checked: %s",
+            name,
+            str(err) or type(err).__name__,
+        )
         return WakeCheck(None, false_wake=False)
     # An engine that recognised nothing says so with an error: nobody spoke.
     succeeded = result.result is stt.SpeechResultState.SUCCESS

@@ -3,6 +3,8 @@
 A device queues at most 40 packets (2.4 s) and drops the rest, and plays
 only while Speaking. The pacer keeps a few frames ahead of what the device
 has played, one frame at a time in real time, and knows when playback ends.
+Boards without PSRAM get no lead: every frame waits until the one before has
+played.
 """
 
 import asyncio
@@ -16,6 +18,24 @@ LEAD_FRAMES: Final = 5
 # ``tts start`` takes effect one pass of the device's main loop later; audio
 # sent sooner may be dropped.
 TTS_START_SETTLE: Final = 0.1
+# Chips that cannot have PSRAM, as the OTA check names them
+# (``chip_model_name``). An ESP32-C3 board (about 80 KB of heap) stopped after
+# one syllable and rebooted when a server sent its first six frames within
+# 10 ms, and played whole replies with every frame paced
+# (xinnan-tech/xiaozhi-esp32-server issue 3349).
+NO_PSRAM_CHIPS: Final = frozenset({"esp32c2", "esp32c3", "esp32c6"})
+
+
+def lead_frames(chip: str | None) -> int:
+    """Return the frames to send ahead of a device's playback, by its chip.
+
+    None for a chip without PSRAM: frame n goes at start + n frames, and the
+    first one as early as with a lead.
+    """
+    if chip is not None and chip.lower() in NO_PSRAM_CHIPS:
+        return 0
+    return LEAD_FRAMES
+
 
 type SendAudio = Callable[[bytes, int], Awaitable[None]]
 
@@ -33,7 +53,8 @@ class DownlinkPacer:
 
     The device plays frames back to back as they arrive; when it runs dry it
     starts again with the next frame. ``playback_end`` is when it will have
-    played everything sent so far.
+    played everything sent so far. The first ``lead`` + 1 frames go at once;
+    with a lead of 0 every frame goes when the one before has played.
     """
 
     def __init__(
@@ -72,8 +93,10 @@ class DownlinkPacer:
         )
         if wait > 0:
             await asyncio.sleep(wait)
-            now = self._loop.time()
         await self._send(packet, self._timestamp)
+        # The frame plays from when it went out: a send can take a while (over
+        # MQTT + UDP the first waits for the device's first audio).
+        now = self._loop.time()
         length = self._frame if duration is None else duration
         self._timestamp += round(length * 1000)
         self.playback_end = max(self.playback_end, now) + length

@@ -37,6 +37,8 @@ from typing import Final
 
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
+from ..errors import NoAudioAddressError
+
 _LOGGER = logging.getLogger(__name__)
 
 HEADER: Final = struct.Struct(">BBHIII")
@@ -64,6 +66,11 @@ RUN_TO_MOVE: Final = 5
 # A reply port heard within this many seconds keeps its audio unless the
 # other port's run is longer than its own.
 REPLY_QUIET: Final = 2.0
+# How long the first packet to a device waits for the device's first audio,
+# which tells the channel where to send. Firmware sends audio before anything
+# is answered; a text client (py-xiaozhi over MQTT) may type its first
+# question before its microphone sends anything.
+FIRST_AUDIO_WAIT: Final = 2.0
 
 
 def crypt(key: bytes, header: bytes, payload: bytes) -> bytes:
@@ -229,6 +236,8 @@ class AudioChannel:
         self._sequence = 0
         self.stats = ChannelStats()
         self.closed = False
+        self._addressed = asyncio.Event()  # set once the address is known, or closed
+        self._waited = False  # a send waited for the address in vain
 
     def hello_fields(self, server: str, port: int) -> dict[str, object]:
         """Return the ``udp`` object of the server hello."""
@@ -288,6 +297,7 @@ class AudioChannel:
         self._highest = max(self._highest, header.sequence)
         if self.address is None:
             self.address = address
+            self._addressed.set()
         elif address != self.address:
             if not self._takes_over(source):
                 self._drop("not_reply_port", address)
@@ -332,12 +342,35 @@ class AudioChannel:
         source = self._sources[address] = _Source(self._highest)
         return source
 
+    async def send_when_heard(self, payload: bytes, timestamp: int) -> None:
+        """Send one Opus packet once the device's address is known.
+
+        The address comes with the device's first audio packet: a packet to
+        send before it waits :data:`FIRST_AUDIO_WAIT` for it, once a channel.
+        Raises NoAudioAddressError when no audio came, ConnectionError when
+        the channel closed.
+        """
+        if self.address is None and not self.closed and not self._waited:
+            try:
+                async with asyncio.timeout(FIRST_AUDIO_WAIT):
+                    await self._addressed.wait()
+            except TimeoutError:
+                self._waited = True
+        self.send(payload, timestamp)
+
     def send(self, payload: bytes, timestamp: int) -> None:
-        """Send one Opus packet to the device; ConnectionError if it cannot be."""
+        """Send one Opus packet to the device.
+
+        Raises ConnectionError once the channel is closed, and
+        NoAudioAddressError before the device's first audio.
+        """
         if self.closed:
             raise ConnectionError("audio channel closed")
         if self.address is None:
-            raise ConnectionError("the device has sent no audio yet")
+            raise NoAudioAddressError(
+                f"no audio from {self.device_ip} on its channel: its UDP port "
+                "is unknown"
+            )
         if len(payload) > MAX_PAYLOAD:
             raise ValueError(f"Opus packet of {len(payload)} bytes is too large")
         self._sequence += 1
@@ -355,6 +388,7 @@ class AudioChannel:
         """Stop taking and sending packets."""
         if not self.closed:
             self.closed = True
+            self._addressed.set()
             self._endpoint.forget(self)
 
 
