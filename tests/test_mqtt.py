@@ -242,6 +242,8 @@ async def test_port_in_use_raises_a_repair_issue_fixed_from_the_repair(
         assert issue is not None
         assert issue.is_fixable
         assert issue.translation_placeholders["port"] == str(busy)
+        # Why, in words of the user's language, not the system's.
+        assert issue.translation_placeholders["error"] == "another program uses it"
         assert not endpoints.active
 
         assert await async_setup_component(hass, "repairs", {})

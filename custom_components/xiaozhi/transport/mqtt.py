@@ -16,6 +16,7 @@ Client-Id. Wrong ones count towards the address's failed logins
 
 import asyncio
 from dataclasses import dataclass
+import errno
 import logging
 from types import MappingProxyType
 from typing import Any, Final
@@ -47,6 +48,7 @@ from ..protocol.mqtt.server import MqttConnection, MqttServer
 from ..protocol.mqtt.udp import AudioChannel, UdpEndpoint
 from ..runtime import XiaozhiConfigEntry
 from ..settings import ServerSettings, Transport
+from ..texts import async_device_text
 from .logins import FailedLogins
 from .uploads import UploadViews
 from .urls import device_base_url
@@ -54,6 +56,13 @@ from .urls import device_base_url
 # IPv4: the firmware resolves and connects over IPv4 only.
 LISTEN_HOST: Final = "0.0.0.0"  # noqa: S104 - devices on the LAN dial in
 ISSUE_PORT: Final = "port_unavailable"
+# Why a port does not open, by errno name: the texts that say it.
+PORT_FAILURES: Final = {
+    "EADDRINUSE": "port_in_use",
+    "EACCES": "port_not_permitted",
+    "EPERM": "port_not_permitted",
+    "EADDRNOTAVAIL": "port_no_address",
+}
 
 
 def topics(mac: str) -> tuple[str, str]:
@@ -165,13 +174,13 @@ class DeviceEndpoints:
             try:
                 await opened.mqtt.start(LISTEN_HOST, settings.mqtt_port)
             except OSError as err:
-                errors["mqtt_port"] = err.strerror or str(err)
+                errors["mqtt_port"] = await self._why(err)
         if want_mqtt and not keep_udp:
             opened.udp = UdpEndpoint()
             try:
                 await opened.udp.start(LISTEN_HOST, settings.udp_port)
             except OSError as err:
-                errors["udp_port"] = err.strerror or str(err)
+                errors["udp_port"] = await self._why(err)
         if errors:
             await self._close(opened.mqtt, opened.udp)
             return errors
@@ -194,6 +203,14 @@ class DeviceEndpoints:
                 self.udp.port if self.udp else None,
             )
         return {}
+
+    async def _why(self, err: OSError) -> str:
+        """Return why a port did not open, in the user's language (no OS text)."""
+        code = errno.errorcode.get(err.errno or 0, "unknown")
+        LOGGER.debug("Opening a device port failed: %s", err)
+        return await async_device_text(
+            self.hass, PORT_FAILURES.get(code, "port_refused"), {"code": code}
+        )
 
     async def _async_restart_mqtt_devices(self) -> None:
         restarts = [
