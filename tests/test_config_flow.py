@@ -555,7 +555,7 @@ async def test_server_options_open_the_endpoint_and_report_a_taken_port(
         assert result["type"] is FlowResultType.FORM
         assert result["errors"] == {"mqtt_port": "port_unavailable"}
         assert result["description_placeholders"]["port"] == str(busy)
-        assert "in use" in result["description_placeholders"]["error"]
+        assert "another program uses it" in result["description_placeholders"]["error"]
         assert endpoints.settings.transport is Transport.WEBSOCKET
         assert not endpoints.active
 
