@@ -27,7 +27,7 @@ from homeassistant.helpers.update_coordinator import DataUpdateCoordinator, Upda
 from packaging.version import InvalidVersion, Version
 
 from ..const import DOMAIN, LOGGER
-from ..download import async_download, describe_failure
+from ..download import async_describe_failure, async_download, describe_failure
 from ..protocol.ota_image import MAX_FIRMWARE_BYTES
 from ..settings import server_settings_of
 
@@ -145,7 +145,11 @@ async def async_read_release_list(hass: HomeAssistant, url: str) -> list[Any]:
     try:
         return await _async_get_list(hass, url)
     except (aiohttp.ClientError, TimeoutError, ValueError) as err:
-        shown, error = describe_failure(url, err)
+        shown, error = (
+            describe_failure(url, err)  # it answered, with no list
+            if isinstance(err, ValueError)
+            else await async_describe_failure(hass, url, err)
+        )
         raise HomeAssistantError(
             translation_domain=DOMAIN,
             translation_key="releases_unavailable",
@@ -242,7 +246,7 @@ async def async_fetch_firmware(
             hass, url, limit=MAX_FIRMWARE_BYTES, timeout=DOWNLOAD_TIMEOUT
         )
     except (aiohttp.ClientError, TimeoutError) as err:
-        shown, error = describe_failure(url, err)
+        shown, error = await async_describe_failure(hass, url, err)
         raise _download_failed(name or shown, error) from err
 
 

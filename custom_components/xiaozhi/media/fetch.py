@@ -19,7 +19,7 @@ from homeassistant.exceptions import HomeAssistantError
 from homeassistant.helpers.aiohttp_client import async_get_clientsession
 
 from ..const import DOMAIN
-from ..download import async_download, describe_failure
+from ..download import async_describe_failure, async_download, describe_failure
 from ..protocol import ProtocolError
 from ..protocol.audio.codec import decode_file, media_duration
 
@@ -48,9 +48,14 @@ CONTAINER_FORMATS: Final = {
 EXTENSION_FORMATS: Final = {"wav": "wav", "mp3": "mp3", "flac": "flac", "ogg": "ogg"}
 
 
-def media_error(url: str, err: BaseException) -> HomeAssistantError:
+async def async_media_error(
+    hass: HomeAssistant, url: str, err: BaseException
+) -> HomeAssistantError:
     """Return why the sound at ``url`` cannot be played, translated."""
-    shown, error = describe_failure(url, err)
+    if isinstance(err, ProtocolError):  # it came, but is no sound
+        shown, error = describe_failure(url, err)
+    else:
+        shown, error = await async_describe_failure(hass, url, err)
     return HomeAssistantError(
         translation_domain=DOMAIN,
         translation_key="media_unavailable",
@@ -70,7 +75,7 @@ async def async_fetch_pcm(hass: HomeAssistant, url: str, rate: int) -> list[byte
         )
         return await hass.async_add_executor_job(lambda: list(decode_file(data, rate)))
     except (aiohttp.ClientError, TimeoutError, ProtocolError) as err:
-        raise media_error(url, err) from err
+        raise await async_media_error(hass, url, err) from err
 
 
 class LiveSource:
@@ -109,7 +114,7 @@ async def async_open_source(hass: HomeAssistant, url: str) -> LiveSource:
             response.release()
             response.raise_for_status()
     except (aiohttp.ClientError, TimeoutError) as err:
-        raise media_error(url, err) from err
+        raise await async_media_error(hass, url, err) from err
     return LiveSource(url, response)
 
 
