@@ -263,7 +263,9 @@ class VoiceTurn:
             LOGGER.debug("%s: reply not played: %s", self.channel.name, err)
         except Exception as err:  # noqa: BLE001 - a TTS engine raises its own errors
             LOGGER.warning(
-                "%s: the reply could not be spoken: %s", self.channel.name, err
+                "%s: the reply could not be spoken: %s",
+                self.channel.name,
+                str(err) or type(err).__name__,
             )
             self._step(lambda: self._show_error("voice_error_tts"))
 
