@@ -38,10 +38,10 @@ from .const import DOMAIN, LOGGER
 from .domain_data import DATA_KEY
 from .entity import XiaozhiEntity
 from .errors import DeviceUnavailableError
+from .media.announce import Announcer
 from .protocol import DeviceEvent, DeviceEventType
 from .runtime import XiaozhiConfigEntry, XiaozhiRuntime
 from .settings import server_settings_of
-from .voice.announce import Announcer
 from .voice.gate import WakeGate
 from .voice.timers import DeviceTimers
 from .voice.turn import VoiceTurn

@@ -63,8 +63,8 @@ from .protocol import (
 from .protocol.audio.preroll import BURST_GAP, PREROLL_PACKETS
 from .protocol.ota_image import AppImage
 from .settings import server_settings_of
+from .speaker.channel import VoiceChannel
 from .texts import async_device_text
-from .voice.channel import VoiceChannel
 from .voice.router import VoiceRouter
 from .voice.typed import is_typed_question
 

@@ -26,7 +26,7 @@ from ..errors import translated_error
 from ..protocol import ProtocolError
 from ..protocol.audio.ogg import Chunk
 from ..protocol.audio.pacing import DownlinkPacer
-from ..voice.channel import VoiceChannel
+from ..speaker.channel import VoiceChannel
 
 # The firmware fetches at once when idle; its HTTP client gives up on a read
 # after 5 s, so the first audio must be ready well before that.

@@ -32,7 +32,7 @@ from ..protocol.audio import SPEAKER_SAMPLE_RATE
 from ..protocol.audio.live import LiveTranscoder
 from ..protocol.audio.ogg import Chunk, ChunkEncoder, OggOpusWriter, OpusChunks
 from ..protocol.audio.pacing import TTS_START_SETTLE, DownlinkPacer
-from ..voice.channel import VoiceChannel
+from ..speaker.channel import VoiceChannel
 from .notify import (
     NotifyStream,
     NotifyTarget,

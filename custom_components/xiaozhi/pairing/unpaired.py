@@ -19,9 +19,9 @@ from homeassistant.exceptions import HomeAssistantError
 from ..const import LOGGER
 from ..protocol import CloseReason, DeviceEvent, DeviceEventType, DeviceSession
 from ..protocol.audio.pacing import TTS_START_SETTLE
+from ..speaker.channel import VoiceChannel
+from ..speaker.speech import async_speech, play_audio, stream_pcm
 from ..texts import async_device_text
-from ..voice.channel import VoiceChannel
-from ..voice.speech import async_speech, play_audio, stream_pcm
 from .manager import PendingDevice
 
 

@@ -14,7 +14,7 @@ from homeassistant.exceptions import HomeAssistantError
 
 from ..const import DOMAIN, LOGGER
 from ..protocol import DeviceEvent, DeviceEventType
-from .channel import VoiceChannel
+from ..speaker.channel import VoiceChannel
 
 VOICE_EVENTS: Final = frozenset(
     {

@@ -15,8 +15,8 @@ from homeassistant.exceptions import HomeAssistantError
 
 from ..const import DOMAIN, LOGGER
 from ..errors import DeviceUnavailableError
+from ..speaker.channel import VoiceChannel
 from ..texts import async_device_text
-from .channel import VoiceChannel
 
 type Announce = Callable[..., Awaitable[None]]
 

@@ -25,9 +25,9 @@ from ..protocol.audio import MIC_SAMPLE_RATE
 from ..protocol.audio.codec import OpusDecoder
 from ..protocol.audio.pacing import TTS_START_SETTLE
 from ..protocol.emotions import emotion_for
+from ..speaker.channel import VoiceChannel
+from ..speaker.speech import play_audio, stream_pcm
 from ..texts import async_device_text
-from .channel import VoiceChannel
-from .speech import play_audio, stream_pcm
 
 # Microphone audio waiting for the pipeline: 30 s at 60 ms a frame. The
 # pipeline's voice detection ends speech after 15 s at most.

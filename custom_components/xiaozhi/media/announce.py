@@ -21,14 +21,14 @@ from homeassistant.exceptions import HomeAssistantError
 
 from ..const import DOMAIN, LOGGER
 from ..errors import DeviceUnavailableError
-from ..media.fetch import async_fetch_pcm
-from ..media.notify import NotifyStream, NotifyTarget, SoundUrls, async_notify
 from ..protocol import ProtocolError
 from ..protocol.audio import SPEAKER_SAMPLE_RATE
 from ..protocol.audio.ogg import Chunk, OggOpusWriter
 from ..protocol.audio.pacing import TTS_START_SETTLE
-from .channel import VoiceChannel
-from .speech import play_audio, stream_pcm
+from ..speaker.channel import VoiceChannel
+from ..speaker.speech import play_audio, stream_pcm
+from .fetch import async_fetch_pcm
+from .notify import NotifyStream, NotifyTarget, SoundUrls, async_notify
 
 ANNOUNCER: Final = "Home Assistant"  # the alert's title line
 
