@@ -32,7 +32,7 @@ from .settings import (
 )
 from .transport.logins import FailedLogins
 from .transport.mqtt import DeviceEndpoints, async_delete_port_issues
-from .transport.ota import ActivateView, OtaView
+from .transport.ota import ActivateView, CheckIns, OtaView
 from .transport.uploads import UploadViews
 from .transport.websocket import DeviceWebSocketView
 from .voice.arbiter import WakeArbiter
@@ -64,8 +64,6 @@ async def async_setup(hass: HomeAssistant, config: ConfigType) -> bool:
     """Register the device endpoints and the actions."""
     logins = FailedLogins()
     uploads = UploadViews.register(hass, logins)
-    for view in (OtaView(), ActivateView(), DeviceWebSocketView()):
-        hass.http.register_view(view)
     domain_data = hass.data[DATA_KEY] = XiaozhiDomainData(
         pairing=PairingManager(hass),
         endpoints=DeviceEndpoints(hass, uploads, logins),
@@ -74,6 +72,13 @@ async def async_setup(hass: HomeAssistant, config: ConfigType) -> bool:
         releases=ReleaseCoordinator(hass),
         arbiter=WakeArbiter(hass.loop, preroll_clarity),
     )
+    check_ins = CheckIns(domain_data.pairing, domain_data.endpoints, uploads)
+    for view in (
+        OtaView(check_ins),
+        ActivateView(check_ins),
+        DeviceWebSocketView(domain_data.pairing, logins, uploads),
+    ):
+        hass.http.register_view(view)
 
     async def _stop(_event: Event) -> None:
         domain_data.pairing.shutdown()
@@ -118,8 +123,12 @@ async def async_setup_entry(hass: HomeAssistant, entry: ConfigEntry) -> bool:
 
 
 async def _async_server_updated(hass: HomeAssistant, entry: ConfigEntry) -> None:
-    """Read the release list again: where from, or prereleases, may have changed."""
-    await hass.data[DATA_KEY].releases.async_request_refresh()
+    """Serve with the saved settings: the ports (bound by the form), the releases."""
+    domain_data = hass.data[DATA_KEY]
+    settings = ServerSettings.from_options(entry.options)
+    if settings != domain_data.endpoints.settings:
+        await domain_data.endpoints.async_start(settings, restart_devices=True)
+    await domain_data.releases.async_request_refresh()
 
 
 async def _async_setup_device(hass: HomeAssistant, entry: XiaozhiConfigEntry) -> bool:

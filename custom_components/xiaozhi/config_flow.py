@@ -53,7 +53,7 @@ from .const import (
     LOGGER,
     URL_OTA,
 )
-from .domain_data import DATA_KEY
+from .domain_data import domain_data, domain_data_of
 from .firmware.releases import async_read_release_list
 from .pairing.manager import (
     CodeCheck,
@@ -169,10 +169,12 @@ async def async_try_settings(
     user_input: dict[str, Any],
     placeholders: dict[str, str],
 ) -> tuple[ServerSettings, dict[str, str]]:
-    """Apply the settings a user chose; return them and the form's errors.
+    """Check the settings a user chose; return them and the form's errors.
 
-    A port an MQTT broker owns is refused first; a port that cannot be opened
-    leaves what serves now as it was (its error goes into ``placeholders``).
+    A port an MQTT broker owns is refused first; new ports are opened now
+    and put in service once the settings are saved (a port that cannot be
+    opened leaves what serves now as it was: its error goes into
+    ``placeholders``).
     A server entry that is not loaded (disabled, failed) opens nothing: its
     settings are used once it is. What the form does not show (a repair
     shows only the ports) stays as stored.
@@ -192,13 +194,10 @@ async def async_try_settings(
             placeholders["error"] = (err.translation_placeholders or {}).get(
                 "error", ""
             )
-    domain_data = hass.data.get(DATA_KEY)
-    if (
-        not errors
-        and domain_data is not None
-        and server.state is ConfigEntryState.LOADED
-    ):
-        failed = await domain_data.endpoints.async_apply(settings)
+    data = domain_data_of(hass)
+    if not errors and data is not None and server.state is ConfigEntryState.LOADED:
+        # Bound now, applied once saved (the server entry's update listener).
+        failed = await data.endpoints.async_bind(settings)
         for key, error in failed.items():
             errors[key] = "port_unavailable"
             placeholders["port"] = str(getattr(settings, key))
@@ -242,7 +241,7 @@ class XiaozhiConfigFlow(ConfigFlow, domain=DOMAIN):
 
     def _pairing(self) -> PairingManager:
         """Return the pairing state (the integration is set up by then)."""
-        return self.hass.data[DATA_KEY].pairing
+        return domain_data(self.hass).pairing
 
     def _device(self) -> PendingDevice:
         if self._pending is None:  # pragma: no cover - steps run in order
@@ -260,7 +259,7 @@ class XiaozhiConfigFlow(ConfigFlow, domain=DOMAIN):
             return await self.async_step_server()
         if (
             server.state is not ConfigEntryState.LOADED
-            or DATA_KEY not in self.hass.data
+            or domain_data_of(self.hass) is None
         ):
             return self.async_abort(reason="server_not_loaded")
         return await self.async_step_code()
@@ -387,7 +386,7 @@ class XiaozhiConfigFlow(ConfigFlow, domain=DOMAIN):
         """Create the device's entry, or give a paired one its new identity."""
         self._pairing().complete(paired, self.flow_id)
         # Its old identity's retries may have shut its address out.
-        self.hass.data[DATA_KEY].logins.forgive(paired.address)
+        domain_data(self.hass).logins.forgive(paired.address)
         data = {
             CONF_MAC: paired.mac,
             CONF_CLIENT_ID: paired.client_id,

@@ -7,7 +7,7 @@ from homeassistant.config_entries import ConfigEntry
 from homeassistant.core import HomeAssistant
 
 from .const import CONF_MAC, CONF_TOKEN
-from .domain_data import DATA_KEY
+from .domain_data import domain_data
 from .runtime import XiaozhiRuntime
 from .settings import is_server_entry
 
@@ -32,11 +32,11 @@ async def async_get_config_entry_diagnostics(
 ) -> dict[str, Any]:
     """Return diagnostics for a config entry: the server's, or a device's."""
     if is_server_entry(entry):
-        domain_data = hass.data[DATA_KEY]
-        endpoints = domain_data.endpoints
+        data = domain_data(hass)
+        endpoints = data.endpoints
         return {
             "settings": dict(entry.options),
-            "logins": domain_data.logins.as_dict(),
+            "logins": data.logins.as_dict(),
             "mqtt_port": endpoints.mqtt.port if endpoints.mqtt else None,
             "udp_port": endpoints.udp.port if endpoints.udp else None,
             "mqtt_connections": endpoints.mqtt.connections if endpoints.mqtt else 0,

@@ -9,6 +9,7 @@ which box of an area answers a wake word.
 
 from dataclasses import dataclass
 
+from homeassistant.core import HomeAssistant
 from homeassistant.util.hass_dict import HassKey
 
 from .const import DOMAIN
@@ -33,3 +34,19 @@ class XiaozhiDomainData:
 
 
 DATA_KEY: HassKey[XiaozhiDomainData] = HassKey(DOMAIN)
+
+
+def domain_data_of(hass: HomeAssistant) -> XiaozhiDomainData | None:
+    """Return the instance-wide data, None before the integration is set up.
+
+    The one lookup: views, endpoints and runtimes get theirs at
+    construction; what runs only once it is set up reads it here.
+    """
+    return hass.data.get(DATA_KEY)
+
+
+def domain_data(hass: HomeAssistant) -> XiaozhiDomainData:
+    """Return the instance-wide data of an integration that is set up."""
+    if (data := domain_data_of(hass)) is None:
+        raise RuntimeError("the XiaoZhi integration is not set up")
+    return data

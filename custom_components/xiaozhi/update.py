@@ -24,7 +24,7 @@ from homeassistant.helpers.entity_platform import AddConfigEntryEntitiesCallback
 from homeassistant.helpers.event import async_call_later
 
 from .const import DOMAIN
-from .domain_data import DATA_KEY
+from .domain_data import domain_data
 from .entity import XiaozhiEntity
 from .firmware.prepare import async_prepare
 from .firmware.releases import (
@@ -48,7 +48,7 @@ async def async_setup_entry(
     async_add_entities: AddConfigEntryEntitiesCallback,
 ) -> None:
     """Add the device's firmware entity."""
-    releases = hass.data[DATA_KEY].releases
+    releases = domain_data(hass).releases
     async_add_entities([XiaozhiFirmwareUpdate(entry.runtime_data, releases)])
 
 

@@ -92,6 +92,8 @@ class DeviceEndpoints:
         self.settings = ServerSettings(transport=Transport.WEBSOCKET)
         self.mqtt: MqttServer | None = None
         self.udp: UdpEndpoint | None = None
+        # Ports opened for settings not saved yet (a form's).
+        self._bound: tuple[ServerSettings, _Opened] | None = None
 
     # --- life cycle ------------------------------------------------------
 
@@ -100,14 +102,17 @@ class DeviceEndpoints:
         """Return True when devices are told to use MQTT + UDP."""
         return self.mqtt is not None and self.udp is not None
 
-    async def async_start(self, settings: ServerSettings) -> None:
-        """Open the endpoints at start-up; a port that fails raises a repair.
+    async def async_start(
+        self, settings: ServerSettings, *, restart_devices: bool = False
+    ) -> None:
+        """Serve with the server entry's settings; a port that fails raises a repair.
 
-        Devices keep dialling the ports they were given at their last start,
-        so the repair's fix is to free the port (and retry) or to choose
-        other ports and restart the devices.
+        At start-up, and when its settings were saved. Devices keep dialling
+        the ports they were given at their last start, so the repair's fix is
+        to free the port (and retry) or to choose other ports and restart the
+        devices.
         """
-        errors = await self.async_apply(settings, restart_devices=False)
+        errors = await self.async_apply(settings, restart_devices=restart_devices)
         for key, protocol in (("mqtt_port", "MQTT (TCP)"), ("udp_port", "UDP")):
             issue = f"{ISSUE_PORT}_{key}"
             if key not in errors:
@@ -137,6 +142,7 @@ class DeviceEndpoints:
 
     async def async_stop(self) -> None:
         """Close both endpoints (the server entry unloads)."""
+        await self._release_bound()
         await self._close(self.mqtt, self.udp)
         self.mqtt = self.udp = None
 
@@ -147,43 +153,40 @@ class DeviceEndpoints:
         if udp is not None:
             udp.stop()
 
+    async def async_bind(self, settings: ServerSettings) -> dict[str, str]:
+        """Open the ports new settings need; return those that failed, and why.
+
+        Nothing that serves is touched: the ports opened are kept for
+        :meth:`async_apply`, and a port that cannot be opened leaves nothing
+        open. (A settings form binds first and saves after; the server
+        entry's update listener then applies.)
+        """
+        await self._release_bound()
+        opened, errors = await self._async_open(settings)
+        if not errors:
+            self._bound = (settings, opened)
+        return errors
+
     async def async_apply(
         self, settings: ServerSettings, *, restart_devices: bool = True
     ) -> dict[str, str]:
-        """Use new settings; return the ports that failed, with the error.
+        """Serve with new settings; return the ports that failed, and why.
 
-        What serves now is touched only once the new ports are open: a port
-        that cannot be opened leaves everything as it was. Devices connected
-        over MQTT are then restarted, since they learn where to connect only
-        from the OTA answer at start-up. Settings that apply leave no port
-        to repair.
+        The ports bound for them are used (else they are opened now). Devices
+        connected over MQTT are then restarted, since they learn where to
+        connect only from the OTA answer at start-up. Settings that apply
+        leave no port to repair.
         """
-        old = self.settings
-        want_mqtt = settings.transport is Transport.AUTO
-        keep_mqtt = (
-            want_mqtt
-            and self.mqtt is not None
-            and (settings.mqtt_port == old.mqtt_port)
-        )
-        keep_udp = (
-            want_mqtt and self.udp is not None and (settings.udp_port == old.udp_port)
-        )
-        opened, errors = _Opened(), {}
-        if want_mqtt and not keep_mqtt:
-            opened.mqtt = MqttServer(self, max_packet=MAX_MQTT_PACKET)
-            try:
-                await opened.mqtt.start(LISTEN_HOST, settings.mqtt_port)
-            except OSError as err:
-                errors["mqtt_port"] = await self._why(err)
-        if want_mqtt and not keep_udp:
-            opened.udp = UdpEndpoint()
-            try:
-                await opened.udp.start(LISTEN_HOST, settings.udp_port)
-            except OSError as err:
-                errors["udp_port"] = await self._why(err)
-        if errors:
-            await self._close(opened.mqtt, opened.udp)
-            return errors
+        bound, self._bound = self._bound, None
+        if bound is not None and bound[0] == settings:
+            opened = bound[1]
+        else:
+            if bound is not None:
+                await self._close(bound[1].mqtt, bound[1].udp)
+            opened, errors = await self._async_open(settings)
+            if errors:
+                return errors
+        keep_mqtt, keep_udp = self._kept(settings)
         changed = (keep_mqtt, keep_udp) != (self.mqtt is not None, self.udp is not None)
         changed = changed or not (keep_mqtt and keep_udp)
         retired = _Opened(
@@ -203,6 +206,43 @@ class DeviceEndpoints:
                 self.udp.port if self.udp else None,
             )
         return {}
+
+    async def _async_open(
+        self, settings: ServerSettings
+    ) -> tuple[_Opened, dict[str, str]]:
+        """Open what ``settings`` need beyond what serves; nothing on a failure."""
+        keep_mqtt, keep_udp = self._kept(settings)
+        want_mqtt = settings.transport is Transport.AUTO
+        opened, errors = _Opened(), {}
+        if want_mqtt and not keep_mqtt:
+            opened.mqtt = MqttServer(self, max_packet=MAX_MQTT_PACKET)
+            try:
+                await opened.mqtt.start(LISTEN_HOST, settings.mqtt_port)
+            except OSError as err:
+                errors["mqtt_port"] = await self._why(err)
+        if want_mqtt and not keep_udp:
+            opened.udp = UdpEndpoint()
+            try:
+                await opened.udp.start(LISTEN_HOST, settings.udp_port)
+            except OSError as err:
+                errors["udp_port"] = await self._why(err)
+        if errors:
+            await self._close(opened.mqtt, opened.udp)
+            return _Opened(), errors
+        return opened, {}
+
+    def _kept(self, settings: ServerSettings) -> tuple[bool, bool]:
+        """Return which endpoints that serve now serve ``settings`` too."""
+        old, want_mqtt = self.settings, settings.transport is Transport.AUTO
+        return (
+            want_mqtt and self.mqtt is not None and settings.mqtt_port == old.mqtt_port,
+            want_mqtt and self.udp is not None and settings.udp_port == old.udp_port,
+        )
+
+    async def _release_bound(self) -> None:
+        if self._bound is not None:
+            (_settings, opened), self._bound = self._bound, None
+            await self._close(opened.mqtt, opened.udp)
 
     async def _why(self, err: OSError) -> str:
         """Return why a port did not open, in the user's language (no OS text)."""

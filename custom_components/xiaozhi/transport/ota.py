@@ -6,7 +6,7 @@ its token; any other identity, even with a paired MAC, gets a pairing code
 and never the token. While the code is shown the device polls the activation
 address: 202 pending, 200 once the user entered it.
 
-:func:`answer_check_in` builds every answer; the views only adapt HTTP.
+:class:`CheckIns` builds every answer; the views only adapt HTTP.
 """
 
 from dataclasses import dataclass
@@ -23,10 +23,12 @@ from homeassistant.util import dt as dt_util
 from yarl import URL
 
 from ..const import CONF_TOKEN, DOMAIN, URL_ACTIVATE, URL_OTA
-from ..domain_data import DATA_KEY
 from ..pairing.identity import client_matches, loaded_runtime
+from ..pairing.manager import PairingManager
 from ..protocol.ota_image import DeviceHardware
 from .http import client_id, device_mac, error_response, read_json
+from .mqtt import DeviceEndpoints
+from .uploads import UploadViews
 from .urls import device_base_url, websocket_url
 
 MAX_BOARD_NAME: Final = 64
@@ -79,82 +81,95 @@ def websocket_block(base: str, token: str) -> dict[str, Any]:
     return {"url": websocket_url(base), "token": token, "version": 1}
 
 
-def _record(hass: HomeAssistant, check_in: CheckIn, base: str) -> dict[str, str] | None:
-    """Keep what a paired device's check says; return firmware to offer.
+class CheckIns:
+    """Answers check-ins: pairing codes, links, firmware; what the views share."""
 
-    At boot this is where a new firmware version shows first. An install
-    that waited for the device is offered (``firmware/installer.py``).
-    """
-    runtime = loaded_runtime(hass, check_in.mac)
-    if runtime is None:
-        return None
-    runtime.entry_data.async_set_hardware(
-        DeviceHardware.from_system_info(check_in.info)
-    )
-    _board, firmware = check_in.describe()
-    runtime.async_checked_in(firmware)
-    views = hass.data[DATA_KEY].uploads.firmware
-    return runtime.installer.offer(partial(views.mint, base))
+    def __init__(
+        self, pairing: PairingManager, endpoints: DeviceEndpoints, uploads: UploadViews
+    ) -> None:
+        """Answer with the instance's pairing, endpoints and one-time URLs."""
+        self._pairing = pairing
+        self._endpoints = endpoints
+        self._firmware = uploads.firmware
 
+    def _record(
+        self, hass: HomeAssistant, check_in: CheckIn, base: str
+    ) -> dict[str, str] | None:
+        """Keep what a paired device's check says; return firmware to offer.
 
-def answer_check_in(
-    hass: HomeAssistant, check_in: CheckIn, base: str
-) -> dict[str, Any] | Refused:
-    """Return the OTA answer for a device that reached us at ``base``."""
-    domain_data = hass.data[DATA_KEY]
-    answer: dict[str, Any] = {"server_time": _server_time()}
-    entry = hass.config_entries.async_entry_for_domain_unique_id(DOMAIN, check_in.mac)
-    if entry is not None:
-        if entry.source == SOURCE_IGNORE:
-            return Refused.IGNORED
-        if entry.disabled_by is not None:
-            return Refused.DISABLED
-        if client_matches(entry, check_in.client_id):
-            if (offer := _record(hass, check_in, base)) is not None:
-                answer["firmware"] = offer
-            # The firmware prefers mqtt when both are there; clients that
-            # speak only WebSocket take that block.
-            mqtt = domain_data.endpoints.ota_block(
-                URL(base).host, entry, check_in.client_id
-            )
-            if mqtt is not None:
-                answer["mqtt"] = mqtt
-            answer["websocket"] = websocket_block(base, entry.data[CONF_TOKEN])
-            return answer
-    board, firmware = check_in.describe()
-    pending = domain_data.pairing.check_in(
-        mac=check_in.mac,
-        client_id=check_in.client_id,
-        address=check_in.address,
-        board=board,
-        firmware=firmware,
-    )
-    if pending is None:
-        return Refused.TOO_MANY
-    answer["activation"] = {
-        "code": pending.code,
-        "message": f"Home Assistant\n{pending.code}",
-        "challenge": pending.challenge,
-        "timeout_ms": int(pending.remaining() * 1000),
-    }
-    # Clients that connect before they are paired (xiaozhi-sdk) need a link
-    # now; it is restricted to showing the code until the user enters it,
-    # and then its token is the device's.
-    answer["websocket"] = websocket_block(base, pending.token)
-    return answer
+        At boot this is where a new firmware version shows first. An install
+        that waited for the device is offered (``firmware/installer.py``).
+        """
+        runtime = loaded_runtime(hass, check_in.mac)
+        if runtime is None:
+            return None
+        runtime.entry_data.async_set_hardware(
+            DeviceHardware.from_system_info(check_in.info)
+        )
+        _board, firmware = check_in.describe()
+        runtime.async_checked_in(firmware)
+        return runtime.installer.offer(partial(self._firmware.mint, base))
 
+    def answer(
+        self, hass: HomeAssistant, check_in: CheckIn, base: str
+    ) -> dict[str, Any] | Refused:
+        """Return the OTA answer for a device that reached us at ``base``."""
+        answer: dict[str, Any] = {"server_time": _server_time()}
+        entry = hass.config_entries.async_entry_for_domain_unique_id(
+            DOMAIN, check_in.mac
+        )
+        if entry is not None:
+            if entry.source == SOURCE_IGNORE:
+                return Refused.IGNORED
+            if entry.disabled_by is not None:
+                return Refused.DISABLED
+            if client_matches(entry, check_in.client_id):
+                if (offer := self._record(hass, check_in, base)) is not None:
+                    answer["firmware"] = offer
+                # The firmware prefers mqtt when both are there; clients that
+                # speak only WebSocket take that block.
+                mqtt = self._endpoints.ota_block(
+                    URL(base).host, entry, check_in.client_id
+                )
+                if mqtt is not None:
+                    answer["mqtt"] = mqtt
+                answer["websocket"] = websocket_block(base, entry.data[CONF_TOKEN])
+                return answer
+        board, firmware = check_in.describe()
+        pending = self._pairing.check_in(
+            mac=check_in.mac,
+            client_id=check_in.client_id,
+            address=check_in.address,
+            board=board,
+            firmware=firmware,
+        )
+        if pending is None:
+            return Refused.TOO_MANY
+        answer["activation"] = {
+            "code": pending.code,
+            "message": f"Home Assistant\n{pending.code}",
+            "challenge": pending.challenge,
+            "timeout_ms": int(pending.remaining() * 1000),
+        }
+        # Clients that connect before they are paired (xiaozhi-sdk) need a link
+        # now; it is restricted to showing the code until the user enters it,
+        # and then its token is the device's.
+        answer["websocket"] = websocket_block(base, pending.token)
+        return answer
 
-def activation_pending(hass: HomeAssistant, mac: str, client: str) -> bool | None:
-    """Return whether a device still waits for its code (None: no pairing)."""
-    if hass.data[DATA_KEY].pairing.get(mac, client) is not None:
-        return True
-    entry = hass.config_entries.async_entry_for_domain_unique_id(DOMAIN, mac)
-    if entry is None or entry.source == SOURCE_IGNORE:
-        return None
-    if not client_matches(entry, client):
-        return None
-    # A client that connects at once must find the device ready.
-    return entry.state is not ConfigEntryState.LOADED
+    def activation_pending(
+        self, hass: HomeAssistant, mac: str, client: str
+    ) -> bool | None:
+        """Return whether a device still waits for its code (None: no pairing)."""
+        if self._pairing.get(mac, client) is not None:
+            return True
+        entry = hass.config_entries.async_entry_for_domain_unique_id(DOMAIN, mac)
+        if entry is None or entry.source == SOURCE_IGNORE:
+            return None
+        if not client_matches(entry, client):
+            return None
+        # A client that connects at once must find the device ready.
+        return entry.state is not ConfigEntryState.LOADED
 
 
 _REFUSED_STATUS: Final = {
@@ -199,6 +214,10 @@ class OtaView(HomeAssistantView):
     name = "api:xiaozhi:ota"
     requires_auth = False
 
+    def __init__(self, check_ins: CheckIns) -> None:
+        """Answer with ``check_ins``."""
+        self._check_ins = check_ins
+
     async def post(self, request: web.Request) -> web.Response:
         """Answer a device's check-in."""
         hass = request.app[KEY_HASS]
@@ -206,7 +225,7 @@ class OtaView(HomeAssistantView):
         if isinstance(check_in, web.Response):
             return check_in
         base = device_base_url(hass, str(request.url.origin()))
-        answer = answer_check_in(hass, check_in, base)
+        answer = self._check_ins.answer(hass, check_in, base)
         if isinstance(answer, Refused):
             return error_response(_REFUSED_STATUS[answer], answer.value)
         return self.json(answer)
@@ -219,13 +238,19 @@ class ActivateView(HomeAssistantView):
     name = "api:xiaozhi:activate"
     requires_auth = False
 
+    def __init__(self, check_ins: CheckIns) -> None:
+        """Answer with ``check_ins``."""
+        self._check_ins = check_ins
+
     async def post(self, request: web.Request) -> web.Response:
         """Tell the device whether the user entered its code."""
         hass = request.app[KEY_HASS]
         check_in = await _read_check_in(request)
         if isinstance(check_in, web.Response):
             return check_in
-        pending = activation_pending(hass, check_in.mac, check_in.client_id)
+        pending = self._check_ins.activation_pending(
+            hass, check_in.mac, check_in.client_id
+        )
         if pending is None:
             return error_response(
                 HTTPStatus.NOT_FOUND, "No pairing in progress for this device"

@@ -13,8 +13,8 @@ from aiohttp import WSMsgType, web
 from homeassistant.helpers.http import KEY_HASS, HomeAssistantView
 
 from ..const import LOGGER, MAX_OTA_BODY, MAX_WS_MESSAGE, URL_WEBSOCKET
-from ..domain_data import DATA_KEY
 from ..pairing.identity import Credentials, Refusal, async_bind, authenticate
+from ..pairing.manager import PairingManager
 from ..pairing.unpaired import UnpairedHandler
 from ..protocol import (
     DeviceSession,
@@ -25,6 +25,8 @@ from ..protocol import (
 )
 from ..protocol.messages import DeviceHello
 from .http import bearer_token, client_id, device_mac, error_response
+from .logins import FailedLogins
+from .uploads import UploadViews
 from .urls import device_base_url
 
 _REFUSALS: Final = {
@@ -85,11 +87,18 @@ class DeviceWebSocketView(HomeAssistantView):
     name = "api:xiaozhi:websocket"
     requires_auth = False
 
+    def __init__(
+        self, pairing: PairingManager, logins: FailedLogins, uploads: UploadViews
+    ) -> None:
+        """Serve with the instance's pairing, failed logins and one-time URLs."""
+        self._pairing = pairing
+        self._logins = logins
+        self._uploads = uploads
+
     async def get(self, request: web.Request) -> web.StreamResponse:
         """Authenticate the device, then serve its link."""
         hass = request.app[KEY_HASS]
-        domain_data = hass.data[DATA_KEY]
-        logins = domain_data.logins
+        logins = self._logins
         if logins.blocked(request.remote):
             return error_response(HTTPStatus.FORBIDDEN, "Too many wrong credentials")
         client = client_id(request)
@@ -97,7 +106,7 @@ class DeviceWebSocketView(HomeAssistantView):
         version = parse_protocol_version(request.headers.get("Protocol-Version"))
         entry = authenticate(hass, Credentials(token=token, mac=mac, client_id=client))
         if entry is Refusal.BAD_TOKEN and (
-            pending := domain_data.pairing.pending_with_token(token, mac, client)
+            pending := self._pairing.pending_with_token(token, mac, client)
         ):
             if pending.linked:
                 return error_response(
@@ -135,7 +144,7 @@ class DeviceWebSocketView(HomeAssistantView):
         base = device_base_url(hass, str(request.url.origin()))
         session = runtime.async_open_session(
             WebSocketLink(ws, request.remote, version),
-            domain_data.uploads.for_device(base, runtime.mac),
+            self._uploads.for_device(base, runtime.mac),
             client_id=client,
             protocol_version=version,
         )
