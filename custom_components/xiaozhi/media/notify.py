@@ -86,7 +86,7 @@ class NotifyStream:
         loop = asyncio.get_running_loop()
         self.started: asyncio.Future[None] = loop.create_future()
         self.finished: asyncio.Future[None] = loop.create_future()
-        self._task: asyncio.Task[object] | None = None
+        self._request: web.Request | None = None
         self._stopped = False
         self.notified_at: float | None = None  # when the device was told
         self.sent = 0.0  # seconds of audio written
@@ -97,55 +97,47 @@ class NotifyStream:
         return self._stopped
 
     def stop(self) -> None:
-        """End the stream mid-way: the device drops what it holds."""
+        """End the stream mid-way: the device drops what it holds.
+
+        The connection is cut, not ended: a stream that ends cleanly plays
+        out from the device's queue.
+        """
         self._stopped = True
-        if self._task is not None:
-            self._task.cancel()
+        if (request := self._request) is not None and request.transport is not None:
+            request.transport.abort()
         self._settle(self.started, None)
         self._settle(self.finished, None)
 
     async def respond(self, request: web.Request) -> web.StreamResponse:
         """Stream the sound to the device that fetched its URL."""
         self.fetched.set()
-        if self._stopped:
-            return web.Response(status=HTTPStatus.GONE)
-        self._task = asyncio.current_task()
         response: web.StreamResponse | None = None
         close: Callable[[], Awaitable[None]] | None = None
         try:
+            if self._stopped:
+                return web.Response(status=HTTPStatus.GONE)
             chunks, close = await self._open()
             first = await async_first_chunk(chunks, self.name)
+            if self.stopping:  # while the source opened
+                return web.Response(status=HTTPStatus.GONE)
             response = web.StreamResponse(
                 headers={"Content-Type": "audio/ogg", "Cache-Control": "no-store"}
             )
             response.enable_chunked_encoding()
             await response.prepare(request)
+            self._request = request
             self._settle(self.started, None)
-            writer = asyncio.create_task(self._stream(response, first, chunks))
-            self._task = writer
-            await writer
+            await self._stream(response, first, chunks)
         except HomeAssistantError as err:
             self._settle(self.started, err)
             return web.Response(status=HTTPStatus.BAD_GATEWAY)
-        except asyncio.CancelledError:
-            if not self.stopping:
-                raise
-            if (handler := asyncio.current_task()) is not None and handler.cancelling():
-                handler.uncancel()
-            # Stopped: the connection is cut mid-stream, so that the device
-            # drops what it holds (a stream ended cleanly plays out).
-            LOGGER.debug("%s: sound stopped after %.1f s", self.name, self.sent)
-            if request.transport is not None:
-                request.transport.abort()
         finally:
-            self._task = None
+            self._request = None
             if close is not None:
                 await close()
             self._settle(self.started, None)
             self._settle(self.finished, None)
-        return (
-            response if response is not None else web.Response(status=HTTPStatus.GONE)
-        )
+        return response
 
     async def _stream(
         self, response: web.StreamResponse, first: Chunk, chunks: AsyncIterator[Chunk]
@@ -163,6 +155,8 @@ class NotifyStream:
             await pacer.send(first.data, first.duration)
             self.sent += first.duration
             async for chunk in chunks:
+                if self.stopping:
+                    return
                 await pacer.send(chunk.data, chunk.duration)
                 self.sent += chunk.duration
             await response.write_eof()
@@ -172,8 +166,11 @@ class NotifyStream:
             LOGGER.warning("%s: the sound broke off: %s", self.name, err)
             return
         except ConnectionError:
-            # The device closed it: a wake word, its button, or a failure.
-            LOGGER.debug("%s closed the sound after %.1f s", self.name, self.sent)
+            if self._stopped:
+                LOGGER.debug("%s: sound stopped after %.1f s", self.name, self.sent)
+            else:
+                # The device closed it: a wake word, its button, or a failure.
+                LOGGER.debug("%s closed the sound after %.1f s", self.name, self.sent)
             return
         await pacer.drain()
 
