@@ -499,7 +499,7 @@ async def test_device_options(
     # The dialog says which device it is for.
     assert result["description_placeholders"]["name"] == entry.title
     # The false-wake check is off until asked for.
-    assert entry.runtime_data.checks_false_wakes is False
+    assert entry.runtime_data.options.false_wake_check is False
     options = {
         CONF_CALL_TIMEOUT: 12,
         CONF_KEEPALIVE: False,
@@ -511,10 +511,10 @@ async def test_device_options(
     )
     assert result["type"] is FlowResultType.CREATE_ENTRY
     assert entry.options == options
-    assert entry.runtime_data.call_timeout == 12
-    assert entry.runtime_data.keepalive is False
-    assert entry.runtime_data.offers_agent_tools is False
-    assert entry.runtime_data.checks_false_wakes is True
+    assert entry.runtime_data.options.call_timeout == 12
+    assert entry.runtime_data.options.keepalive is False
+    assert entry.runtime_data.options.agent_tools is False
+    assert entry.runtime_data.options.false_wake_check is True
 
 
 @pytest.mark.parametrize("field", ["mqtt_port", "udp_port"])

@@ -241,7 +241,8 @@ async def test_a_dropped_link_says_what_it_cut_short(
 ) -> None:
     """Speech sent on a link that dropped names what it was, never "?"."""
     runtime: XiaozhiRuntime = init_integration.runtime_data
-    channel = runtime.voice
+    channel = runtime.channel
+    assert channel is not None
     await simulator.disconnect()
     await wait_for_runtime(runtime, lambda d: d.session is None)
     with pytest.raises(HomeAssistantError) as err:

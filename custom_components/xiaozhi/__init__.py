@@ -70,7 +70,7 @@ async def async_setup(hass: HomeAssistant, config: ConfigType) -> bool:
         uploads=uploads,
         logins=logins,
         releases=ReleaseCoordinator(hass),
-        arbiter=WakeArbiter(hass.loop, preroll_clarity),
+        arbiter=WakeArbiter(hass, preroll_clarity),
     )
     check_ins = CheckIns(domain_data.pairing, domain_data.endpoints, uploads)
     for view in (
@@ -133,7 +133,7 @@ async def _async_server_updated(hass: HomeAssistant, entry: ConfigEntry) -> None
 
 async def _async_setup_device(hass: HomeAssistant, entry: XiaozhiConfigEntry) -> bool:
     """Make a paired device reachable, with its last known tools and state."""
-    runtime = XiaozhiRuntime(hass, entry)
+    runtime = XiaozhiRuntime(hass, entry, hass.data[DATA_KEY].arbiter)
     await runtime.async_setup()
     entry.runtime_data = runtime
     async_check_bound(hass, entry)

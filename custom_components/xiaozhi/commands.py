@@ -6,10 +6,9 @@ Every method raises only translated Home Assistant errors
 HomeAssistantError when the device is gone, does not answer, or refuses.
 """
 
-from collections.abc import Mapping
-from typing import Any, Final, Protocol
+from collections.abc import Callable, Mapping
+from typing import Any, Final
 
-from homeassistant.core import CALLBACK_TYPE
 from homeassistant.exceptions import HomeAssistantError, ServiceValidationError
 
 from .const import DOMAIN
@@ -24,54 +23,40 @@ from .protocol import (
 )
 from .protocol.firmware import PHOTO_TOOL, REBOOT_TOOL, SNAPSHOT_TOOL
 from .protocol.status import BRIGHTNESS, THEME, VOLUME
+from .speaker.channel import DeviceUrls
 
 PHOTO_QUESTION: Final = "Photo requested from Home Assistant"
 SNAPSHOT_QUALITY: Final = 80
 
 
-class SnapshotUrls(Protocol):
-    """Mints the one-time URL a device uploads its screen picture to."""
-
-    def mint_snapshot_url(self) -> tuple[str, CALLBACK_TYPE]:
-        """Return a one-time screen picture URL and the callback revoking it."""
-
-
-class CommandTarget(Protocol):
-    """The runtime of the device, as far as commands need it."""
-
-    @property
-    def name(self) -> str:
-        """Return the device's name."""
-
-    @property
-    def entry_data(self) -> XiaozhiEntryData:
-        """Return what is known about the device."""
-
-    @property
-    def ready_session(self) -> DeviceSession:
-        """Return the live session; DeviceUnavailableError without one."""
-
-    @property
-    def uploads(self) -> SnapshotUrls | None:
-        """Return the upload URLs of the live session."""
-
-
 class DeviceCommands:
     """What Home Assistant can ask one device to do."""
 
-    def __init__(self, runtime: CommandTarget) -> None:
-        """Act on the device of ``runtime``."""
-        self._runtime = runtime
-
-    @property
-    def name(self) -> str:
-        """Return the device's name (for errors)."""
-        return self._runtime.name
+    def __init__(
+        self,
+        name: str,
+        entry_data: XiaozhiEntryData,
+        *,
+        session: Callable[[], DeviceSession | None],
+        urls: Callable[[], DeviceUrls | None],
+    ) -> None:
+        """Act on the device ``name``, over the live ``session``."""
+        self.name = name
+        self._entry_data = entry_data
+        self._session = session
+        self._urls = urls
 
     @property
     def can_reboot(self) -> bool:
         """Return True when the device offers a restart."""
-        return REBOOT_TOOL in self._runtime.entry_data.tools
+        return REBOOT_TOOL in self._entry_data.tools
+
+    def _ready_session(self) -> DeviceSession:
+        """Return the session once its handshake is done, or say it is not."""
+        session = self._session()
+        if session is None or not session.ready:
+            raise not_connected(self.name)
+        return session
 
     @device_command
     async def async_call_tool(
@@ -87,8 +72,8 @@ class DeviceCommands:
         With ``check`` a refusal by the device (an error result, or ``false``)
         raises; without it, the result says so and the caller decides.
         """
-        session = self._runtime.ready_session
-        if (tool := self._runtime.entry_data.tools.get(name)) is None:
+        session = self._ready_session()
+        if (tool := self._entry_data.tools.get(name)) is None:
             raise ServiceValidationError(
                 translation_domain=DOMAIN,
                 translation_key="unknown_tool",
@@ -115,7 +100,7 @@ class DeviceCommands:
     async def async_apply(self, setting: Setting, value: Any) -> None:
         """Change a status value through its tool; record it once confirmed."""
         await self.async_call_tool(setting.tool, {setting.argument: value})
-        data = self._runtime.entry_data
+        data = self._entry_data
         data.async_set_status(data.status.with_value(setting.path, value))
 
     async def async_set_volume(self, volume: int) -> None:
@@ -140,9 +125,9 @@ class DeviceCommands:
 
     async def async_refresh_screen(self) -> None:
         """Ask the device for a picture of its screen."""
-        if (uploads := self._runtime.uploads) is None:
+        if (urls := self._urls()) is None:
             raise not_connected(self.name)
-        url, revoke = uploads.mint_snapshot_url()
+        url, revoke = urls.mint_snapshot_url()
         try:
             await self.async_call_tool(
                 SNAPSHOT_TOOL, {"url": url, "quality": SNAPSHOT_QUALITY}
@@ -153,9 +138,9 @@ class DeviceCommands:
     @device_command
     async def async_send_alert(self, title: str, message: str) -> None:
         """Show a message on the device's screen."""
-        await self._runtime.ready_session.send_alert(title, message)
+        await self._ready_session().send_alert(title, message)
 
     @device_command
     async def async_refresh(self) -> None:
         """List tools and read the status again now."""
-        await self._runtime.ready_session.refresh()
+        await self._ready_session().refresh()

@@ -80,7 +80,7 @@ def _device_diagnostics(entry: ConfigEntry[XiaozhiRuntime]) -> dict[str, Any]:
             },
             "connection": {
                 "connected": runtime.connected,
-                "keepalive": runtime.keepalive,
+                "keepalive": runtime.options.keepalive,
                 "connects": data.connects,
                 "transport": link.transport if link else None,
                 "remote": link.remote if link else None,

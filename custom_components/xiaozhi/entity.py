@@ -41,8 +41,10 @@ class XiaozhiEntity(Entity):
         self.entry_data = runtime.entry_data
         if description is not None:
             self.entity_description = description
-        self._attr_unique_id = f"{runtime.mac}-{key}"
-        self._attr_device_info = DeviceInfo(identifiers={(DOMAIN, runtime.mac)})
+        self._attr_unique_id = f"{runtime.entry_data.mac}-{key}"
+        self._attr_device_info = DeviceInfo(
+            identifiers={(DOMAIN, runtime.entry_data.mac)}
+        )
 
     @property
     @override

@@ -9,6 +9,7 @@ many tools and so much text. When a cap cuts, the log says so once and a
 repair issue names the device.
 """
 
+from itertools import islice
 import re
 from typing import Final
 
@@ -16,6 +17,7 @@ from homeassistant.core import HomeAssistant, callback
 from homeassistant.helpers import issue_registry as ir
 
 from .const import DOMAIN, LOGGER
+from .protocol import Tool
 
 # Tools a device brings: its entities are made from these, and the agent is
 # offered these (fewer than 200 entities with the fixed ones).
@@ -81,3 +83,24 @@ def async_clear_all(hass: HomeAssistant, entry_id: str) -> None:
     """Remove every repair of a removed device."""
     for issue in (ISSUE_TOO_MANY_TOOLS, ISSUE_AGENT_TEXT):
         async_clear_cut(hass, entry_id, issue)
+
+
+@callback
+def async_capped_tools(
+    hass: HomeAssistant, entry_id: str, name: str, tools: dict[str, Tool]
+) -> dict[str, Tool]:
+    """Return a device's first tools, as many as a device may bring.
+
+    More raise a repair that says so; it goes once the device brings fewer.
+    """
+    if len(tools) <= MAX_DEVICE_TOOLS:
+        async_clear_cut(hass, entry_id, ISSUE_TOO_MANY_TOOLS)
+        return tools
+    async_report_cut(
+        hass,
+        entry_id,
+        name,
+        ISSUE_TOO_MANY_TOOLS,
+        {"count": str(len(tools)), "limit": str(MAX_DEVICE_TOOLS)},
+    )
+    return dict(islice(tools.items(), MAX_DEVICE_TOOLS))

@@ -174,7 +174,7 @@ def async_get_tools(
     if api_id != llm.LLM_API_ASSIST or llm_context.device_id is None:
         return None
     runtime = runtime_for_device(hass, llm_context.device_id)
-    if runtime is None or not runtime.offers_agent_tools:
+    if runtime is None or not runtime.options.agent_tools:
         return None
     tools = _agent_tools(hass, runtime)
     if not tools:

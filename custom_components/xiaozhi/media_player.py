@@ -157,7 +157,7 @@ class XiaozhiMediaPlayer(XiaozhiEntity, MediaPlayerEntity):
         if kwargs.get("announce"):
             announced = spoken.media_id if spoken is not None else media_id
             await player.async_show_announcement(
-                self.runtime.voice_router.async_announce(announced),
+                self.runtime.conversation.async_announce_media(announced),
                 NowPlaying(
                     media_id,
                     title,
@@ -168,7 +168,11 @@ class XiaozhiMediaPlayer(XiaozhiEntity, MediaPlayerEntity):
             return
         if spoken is not None:
             await player.async_play(
-                partial(async_open_spoken, spoken), media_id, title, spoken.duration
+                self.runtime.channel,
+                partial(async_open_spoken, spoken),
+                media_id,
+                title,
+                spoken.duration,
             )
             return
         url = media_id
@@ -178,7 +182,9 @@ class XiaozhiMediaPlayer(XiaozhiEntity, MediaPlayerEntity):
             )
             url = played.url
         url = async_process_play_media_url(hass, url)
-        await player.async_play(lambda: async_open_source(hass, url), media_id, title)
+        await player.async_play(
+            self.runtime.channel, lambda: async_open_source(hass, url), media_id, title
+        )
 
     @override
     async def async_media_stop(self) -> None:

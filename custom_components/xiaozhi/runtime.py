@@ -1,38 +1,31 @@
-"""The runtime of one paired device: its link, and what the link reports.
+"""The runtime of one paired device: its link, and what rides on it.
 
 A transport authenticates a device and opens a session here with
 :meth:`XiaozhiRuntime.async_open_session`. The runtime is the session's
 handler: it records what the session learns into the entry data
-(``entry_data.py``), which entities read, fires device events on the bus, and
-passes the device's voice on (``voice/router.py``). Commands go the other
-way through :attr:`XiaozhiRuntime.commands` and the session's
-:class:`VoiceChannel`.
+(``entry_data.py``), which entities read, fires device events on the bus,
+and hands each session's voice channel and everything the device says to
+the collaborators it owns: the conversation (``voice/``), the media player
+(``media/``) and the firmware installer (``firmware/``). Each of them takes
+what it uses, not the runtime. Commands go the other way through
+:attr:`XiaozhiRuntime.commands` and the session's channel.
 """
 
-from collections.abc import Awaitable, Callable, Coroutine
-from itertools import islice
+from collections.abc import Awaitable, Callable
 import logging
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
 from homeassistant.config_entries import ConfigEntry
-from homeassistant.core import CALLBACK_TYPE, HomeAssistant, callback
+from homeassistant.core import HomeAssistant, callback
 from homeassistant.exceptions import HomeAssistantError
 from homeassistant.helpers import device_registry as dr
 from homeassistant.util import dt as dt_util
 
 from .commands import DeviceCommands
 from .const import (
-    CONF_AGENT_TOOLS,
     CONF_BOARD,
-    CONF_CALL_TIMEOUT,
-    CONF_FALSE_WAKE_CHECK,
     CONF_FIRMWARE,
-    CONF_KEEPALIVE,
     CONF_MAC,
-    DEFAULT_AGENT_TOOLS,
-    DEFAULT_CALL_TIMEOUT,
-    DEFAULT_FALSE_WAKE_CHECK,
-    DEFAULT_KEEPALIVE,
     DOMAIN,
     EVENT_XIAOZHI,
     HELLO_TIMEOUT,
@@ -41,15 +34,8 @@ from .const import (
     REQUEST_TIMEOUT,
 )
 from .entry_data import LinkInfo, XiaozhiEntryData
-from .errors import not_connected
 from .firmware.installer import FirmwareInstaller
-from .limits import (
-    ISSUE_TOO_MANY_TOOLS,
-    MAX_DEVICE_TOOLS,
-    async_clear_cut,
-    async_report_cut,
-)
-from .media.notify import NotifyStream
+from .limits import async_capped_tools
 from .media.player import MediaPlayback
 from .protocol import (
     CloseReason,
@@ -60,185 +46,88 @@ from .protocol import (
     Link,
     Tool,
 )
-from .protocol.audio.preroll import BURST_GAP, PREROLL_PACKETS
 from .protocol.ota_image import AppImage
-from .settings import server_settings_of
-from .speaker.channel import VoiceChannel
-from .texts import async_device_text
-from .voice.router import VoiceRouter
-from .voice.typed import is_typed_question
+from .settings import DeviceOptions
+from .speaker.channel import DeviceUrls, VoiceChannel
+from .voice.arbiter import WakeArbiter
+from .voice.conversation import Conversation
 
 type XiaozhiConfigEntry = ConfigEntry[XiaozhiRuntime]
 
-# A detect within this many seconds of a pre-roll (a burst of microphone
-# packets) is a wake word, whatever its text.
-PREROLL_WINDOW: Final = 3.0
-ABORT_WAKE_WORD: Final = "wake_word_detected"
-
-
-class UploadUrls(Protocol):
-    """Where a device uploads and fetches; the transport that serves it mints them."""
-
-    @property
-    def vision_url(self) -> str:
-        """Return the URL the camera posts photos to."""
-
-    def mint_snapshot_url(self) -> tuple[str, CALLBACK_TYPE]:
-        """Return a one-time screen picture URL and the callback revoking it."""
-
-    def mint_sound_url(self, sound: NotifyStream) -> tuple[str, CALLBACK_TYPE]:
-        """Return a one-time URL streaming a sound and the callback revoking it."""
-
-    def mint_firmware_url(
-        self, image: bytes, progress: Callable[[int], None], broke: Callable[[], None]
-    ) -> tuple[str, CALLBACK_TYPE]:
-        """Return a one-time URL of a firmware image, reporting bytes sent."""
+# A client that hangs up this soon after Home Assistant's goodbye (py-xiaozhi
+# over MQTT) ended its conversation as planned.
+GOODBYE_HANG_UP: Final = 5.0
 
 
 class XiaozhiRuntime:
     """Owns one device's link for its config entry."""
 
-    def __init__(self, hass: HomeAssistant, entry: XiaozhiConfigEntry) -> None:
+    def __init__(
+        self, hass: HomeAssistant, entry: XiaozhiConfigEntry, arbiter: WakeArbiter
+    ) -> None:
         """Start disconnected, with what the entry remembers."""
         self.hass = hass
         self.entry = entry
-        self.entry_data = XiaozhiEntryData(
+        self.name = entry.title
+        self.entry_data = data = XiaozhiEntryData(
             hass,
             entry.entry_id,
             mac=entry.data[CONF_MAC],
             board=entry.data.get(CONF_BOARD),
             firmware=entry.data.get(CONF_FIRMWARE),
         )
+        self.options = DeviceOptions.from_options(entry.options)
         self.session: DeviceSession | None = None
-        self.uploads: UploadUrls | None = None
-        self.commands = DeviceCommands(self)
-        self.voice_router = VoiceRouter(
-            entry.title,
-            lambda key: async_device_text(hass, key),
-            self.run_in_background,
+        # The live session's voice, and the URLs its device uses.
+        self.channel: VoiceChannel | None = None
+        self.commands = DeviceCommands(
+            self.name,
+            data,
+            session=lambda: self.session,
+            urls=lambda: self.channel.urls if self.channel else None,
         )
-        self.player = MediaPlayback(hass, self)
-        self.installer = FirmwareInstaller(
+        self.player = MediaPlayback(
+            hass, self.name, data, voice_busy=lambda: self.conversation.busy
+        )
+        self.conversation = Conversation(
             hass,
-            entry.title,
-            firmware=lambda: self.entry_data.firmware,
-            link=self._link_kind,
+            entry,
+            data,
+            player=self.player,
+            arbiter=arbiter,
+            options=self.options,
+            fire=self.async_fire_event,
         )
-        self._channel: VoiceChannel | None = None
+        self.installer = FirmwareInstaller(
+            hass, self.name, firmware=lambda: data.firmware, link=self._link_kind
+        )
         self._pending_link: LinkInfo | None = None
-        # Microphone packets back to back so far, and when a burst as long as
-        # a wake word's pre-roll came last (live audio is one per frame).
-        self._burst = 0
-        self._mic_heard_at = -PREROLL_WINDOW
-        self._preroll_at = -PREROLL_WINDOW
+        self._goodbye_at = -GOODBYE_HANG_UP
         self._shutting_down = False
 
     async def async_setup(self) -> None:
         """Restore what is stored and register the device."""
-        await self.entry_data.async_load()
+        data = self.entry_data
+        await data.async_load()
         device = dr.async_get(self.hass).async_get_or_create(
             config_entry_id=self.entry.entry_id,
-            connections={(dr.CONNECTION_NETWORK_MAC, self.mac)},
-            identifiers={(DOMAIN, self.mac)},
+            connections={(dr.CONNECTION_NETWORK_MAC, data.mac)},
+            identifiers={(DOMAIN, data.mac)},
             name=self.name,
             manufacturer="XiaoZhi",
-            model=self.entry_data.board,
-            sw_version=self.entry_data.firmware,
+            model=data.board,
+            sw_version=data.firmware,
         )
-        self.entry_data.device_id = device.id
+        data.device_id = device.id
 
     async def async_shutdown(self) -> None:
         """Close the link and write what is known (unload, stop)."""
         self.installer.shutdown()
+        self.conversation.shutdown()
         await self.async_disconnect(CloseReason.SERVER_CLOSED)
         await self.entry_data.async_save()
 
-    def run_in_background(self, coro: Coroutine[Any, Any, None], name: str) -> None:
-        """Run ``coro`` for as long as the device's entry is loaded."""
-        self.entry.async_create_background_task(
-            self.hass, coro, f"{name} of {self.mac}"
-        )
-
     # --- what entities ask ----------------------------------------------
-
-    @property
-    def mac(self) -> str:
-        """Return the device's MAC address (its identity in Home Assistant)."""
-        return self.entry_data.mac
-
-    @property
-    def name(self) -> str:
-        """Return the entry's title."""
-        return self.entry.title
-
-    @property
-    def device_id(self) -> str | None:
-        """Return the device's id in Home Assistant's device registry."""
-        return self.entry_data.device_id
-
-    @property
-    def firmware(self) -> str | None:
-        """Return the firmware version the device reported last."""
-        return self.entry_data.firmware
-
-    @property
-    def plays_notify(self) -> bool | None:
-        """Return whether its firmware plays notify sounds (None: not known)."""
-        return self.entry_data.plays_notify
-
-    @callback
-    def async_learn_notify(self, *, plays: bool) -> None:
-        """Remember whether its firmware plays notify sounds."""
-        self.entry_data.async_learn_notify(plays)
-
-    @callback
-    def async_checked_in(self, firmware: str | None) -> None:
-        """Take the firmware version the device reported (its OTA check)."""
-        if firmware and firmware != self.entry_data.firmware:
-            self.entry_data.async_set_identity(None, firmware)
-            self._update_device()
-            self.entry_data.async_write_state()
-        self.installer.checked_in(firmware)
-
-    def _link_kind(self) -> bool | None:
-        """Return whether the link is always on (MQTT); None when not connected."""
-        session = self.session
-        if session is None or session.closed:
-            return None
-        return session.link.always_on
-
-    async def async_install_firmware(
-        self, prepare: Callable[[], Awaitable[AppImage]]
-    ) -> None:
-        """Install the image ``prepare`` returns (the entity's and the action's).
-
-        Connected, the device fetches it at once; away, a newer version waits
-        for its next boot.
-        """
-        uploads = self.uploads if self.connected else None
-        await self.installer.async_install(
-            prepare,
-            mint=uploads.mint_firmware_url if uploads is not None else None,
-            call_tool=self.commands.async_call_tool,
-        )
-
-    @callback
-    def _update_device(self) -> None:
-        data = self.entry_data
-        if data.device_id is not None:
-            dr.async_get(self.hass).async_update_device(
-                data.device_id, model=data.board, sw_version=data.firmware
-            )
-
-    @property
-    def listen_mode(self) -> str | None:
-        """Return how the device listens (manual: push-to-talk)."""
-        return self.entry_data.listen_mode
-
-    @property
-    def voice_busy(self) -> bool:
-        """Return True while a reply or announcement is spoken on the device."""
-        return self.voice_router.busy
 
     @property
     def connected(self) -> bool:
@@ -257,75 +146,49 @@ class XiaozhiRuntime:
         used and entities keep their state too.
         """
         return (
-            self.connected or self.entry_data.expected_disconnect or not self.keepalive
+            self.connected
+            or self.entry_data.expected_disconnect
+            or not self.options.keepalive
         )
 
-    @property
-    def call_timeout(self) -> float:
-        """Return the tool call timeout chosen in the options."""
-        return float(self.entry.options.get(CONF_CALL_TIMEOUT, DEFAULT_CALL_TIMEOUT))
+    @callback
+    def async_checked_in(self, firmware: str | None) -> None:
+        """Take the firmware version the device reported (its OTA check)."""
+        if firmware and firmware != self.entry_data.firmware:
+            self.entry_data.async_set_identity(None, firmware)
+            self._update_device()
+            self.entry_data.async_write_state()
+        self.installer.checked_in(firmware)
 
-    @property
-    def offers_agent_tools(self) -> bool:
-        """Return True when the device's tools are offered to the agent."""
-        return bool(self.entry.options.get(CONF_AGENT_TOOLS, DEFAULT_AGENT_TOOLS))
+    @callback
+    def _update_device(self) -> None:
+        data = self.entry_data
+        if data.device_id is not None:
+            dr.async_get(self.hass).async_update_device(
+                data.device_id, model=data.board, sw_version=data.firmware
+            )
 
-    @property
-    def checks_false_wakes(self) -> bool:
-        """Return True when a wake word is checked by speech-to-text first."""
-        return bool(
-            self.entry.options.get(CONF_FALSE_WAKE_CHECK, DEFAULT_FALSE_WAKE_CHECK)
-        )
-
-    @property
-    def wake_group(self) -> str | None:
-        """Return the area whose boxes compete with this one for a wake word.
-
-        None when arbitration is off, the device has no area, or no other
-        XiaoZhi device is in it: then nobody decides, and it answers at once.
-        """
-        if not server_settings_of(self.hass).wake_arbitration:
-            return None
-        registry = dr.async_get(self.hass)
-        device_id = self.entry_data.device_id
-        device = registry.async_get(device_id) if device_id else None
-        if device is None or device.area_id is None:
-            return None
-        for other in dr.async_entries_for_area(registry, device.area_id):
-            if (
-                other.id != device.id
-                and other.disabled_by is None
-                and any(domain == DOMAIN for domain, _ in other.identifiers)
-            ):
-                return device.area_id
-        return None
-
-    @property
-    def keepalive(self) -> bool:
-        """Return True when the link is kept open between conversations."""
-        return bool(self.entry.options.get(CONF_KEEPALIVE, DEFAULT_KEEPALIVE))
-
-    @property
-    def voice(self) -> VoiceChannel:
-        """Return the voice of the live session.
-
-        Raises DeviceUnavailableError when the device is not connected.
-        """
-        channel, session = self._channel, self.session
-        if channel is None or session is None or session.closed:
-            raise not_connected(self.name)
-        return channel
-
-    @property
-    def ready_session(self) -> DeviceSession:
-        """Return the session once its handshake is done.
-
-        Raises DeviceUnavailableError when the device is not connected.
-        """
+    def _link_kind(self) -> bool | None:
+        """Return whether the link is always on (MQTT); None when not connected."""
         session = self.session
-        if session is None or not session.ready:
-            raise not_connected(self.name)
-        return session
+        if session is None or session.closed:
+            return None
+        return session.link.always_on
+
+    async def async_install_firmware(
+        self, prepare: Callable[[], Awaitable[AppImage]]
+    ) -> None:
+        """Install the image ``prepare`` returns (the entity's and the action's).
+
+        Connected, the device fetches it at once; away, a newer version waits
+        for its next boot.
+        """
+        urls = self.channel.urls if self.channel and self.connected else None
+        await self.installer.async_install(
+            prepare,
+            mint=urls.mint_firmware_url if urls is not None else None,
+            call_tool=self.commands.async_call_tool,
+        )
 
     # --- connection -----------------------------------------------------
 
@@ -333,30 +196,32 @@ class XiaozhiRuntime:
     def async_open_session(
         self,
         link: Link,
-        uploads: UploadUrls,
+        urls: DeviceUrls,
         *,
         client_id: str | None,
         protocol_version: int,
     ) -> DeviceSession:
         """Start a session on a new authenticated link; it replaces the old one."""
+        options = self.options
         session = DeviceSession(
             link,
             self,
-            vision_url=uploads.vision_url,
+            vision_url=urls.vision_url,
             request_timeout=REQUEST_TIMEOUT,
-            call_timeout=self.call_timeout,
+            call_timeout=options.call_timeout,
             hello_timeout=HELLO_TIMEOUT,
-            keepalive_interval=KEEPALIVE_INTERVAL if self.keepalive else None,
+            keepalive_interval=KEEPALIVE_INTERVAL if options.keepalive else None,
         )
         previous, self.session = self.session, session
-        self._channel = VoiceChannel(
+        self.channel = VoiceChannel(
             session,
             self.entry_data,
             self.async_fire_event,
             self.name,
+            urls=urls,
             on_ended=self._conversation_over,
         )
-        self.uploads = uploads
+        self.conversation.session_opened(self.channel)
         self._pending_link = LinkInfo(
             transport=link.transport,
             remote=link.remote,
@@ -369,9 +234,10 @@ class XiaozhiRuntime:
             LOGGER.info("%s connected again; closing its previous link", self.name)
             # Its pending calls fail at once; the old connection may take a
             # while to close, which must not hold up the new conversation.
-            self.run_in_background(
+            self.entry.async_create_background_task(
+                self.hass,
                 previous.close(CloseReason.REPLACED, "replaced by a new connection"),
-                "xiaozhi close replaced link",
+                f"xiaozhi close replaced link of {self.entry_data.mac}",
             )
         return session
 
@@ -408,9 +274,11 @@ class XiaozhiRuntime:
     @callback
     def async_apply_options(self) -> None:
         """Use new options on the live link."""
+        options = self.options = DeviceOptions.from_options(self.entry.options)
+        self.conversation.options = options
         if (session := self.session) is not None:
-            session.call_timeout = self.call_timeout
-            session.set_keepalive(KEEPALIVE_INTERVAL if self.keepalive else None)
+            session.call_timeout = options.call_timeout
+            session.set_keepalive(KEEPALIVE_INTERVAL if options.keepalive else None)
         self.entry_data.async_write_state()
 
     # --- session callbacks (SessionHandler) ------------------------------
@@ -432,7 +300,7 @@ class XiaozhiRuntime:
         if session.status is not None:
             data.async_set_status(DeviceStatus.from_json(session.status))
         first = data.connects == 0
-        level = logging.INFO if first or self.keepalive else logging.DEBUG
+        level = logging.INFO if first or self.options.keepalive else logging.DEBUG
         LOGGER.log(
             level,
             "%s connected (%d tools, firmware %s)",
@@ -451,20 +319,9 @@ class XiaozhiRuntime:
 
     @callback
     def _take_tools(self, tools: dict[str, Tool]) -> None:
-        """Keep the device's first tools, as many as a device may bring."""
-        entry_id = self.entry.entry_id
-        if len(tools) > MAX_DEVICE_TOOLS:
-            async_report_cut(
-                self.hass,
-                entry_id,
-                self.name,
-                ISSUE_TOO_MANY_TOOLS,
-                {"count": str(len(tools)), "limit": str(MAX_DEVICE_TOOLS)},
-            )
-            tools = dict(islice(tools.items(), MAX_DEVICE_TOOLS))
-        else:
-            async_clear_cut(self.hass, entry_id, ISSUE_TOO_MANY_TOOLS)
-        self.entry_data.async_set_tools(tools)
+        self.entry_data.async_set_tools(
+            async_capped_tools(self.hass, self.entry.entry_id, self.name, tools)
+        )
 
     @callback
     def session_status(self, session: DeviceSession, status: dict[str, Any]) -> None:
@@ -474,58 +331,19 @@ class XiaozhiRuntime:
 
     @callback
     def session_event(self, session: DeviceSession, event: DeviceEvent) -> None:
-        """Record a device event, fire it, and pass its voice on."""
-        if session is not self.session or self._channel is None:
-            return
-        if (
-            event.type is DeviceEventType.WAKE_WORD
-            and is_typed_question(
-                text := str(event.data.get("text") or ""), self.entry_data.wake_word
-            )
-            # A wake word comes after the audio from before it (the pre-roll);
-            # a text client sends none (py-xiaozhi streams live audio first).
-            and not self._heard_preroll
-        ):
-            # Not a wake word: a question typed on a text client.
-            LOGGER.debug("%s: typed question %r", self.name, text)
-            self.voice_router.typed(text, self._channel)
-            return
-        if event.type is DeviceEventType.WAKE_WORD or (
-            event.type is DeviceEventType.ABORTED
-            and event.data.get("reason") == ABORT_WAKE_WORD
-        ):
-            # The user woke the device: media gives way to the conversation.
-            self.player.device_took_over()
-        elif event.type is DeviceEventType.ABORTED:
-            # Its button: the user wants quiet.
-            self.player.async_silence()
-        elif event.type is DeviceEventType.CONVERSATION_ENDED:
-            self.player.conversation_over()
-        self._record(event)
-        self.async_fire_event(event)
-        self.voice_router.event(event, self._channel)
-
-    @property
-    def _heard_preroll(self) -> bool:
-        """Return True when a wake word's pre-roll came just now."""
-        return self.hass.loop.time() - self._preroll_at <= PREROLL_WINDOW
-
-    @callback
-    def _record(self, event: DeviceEvent) -> None:
-        """Keep what a voice event says about the device."""
+        """Record a device event, fire it, and hand it to the conversation."""
+        if session is not self.session or self.conversation.takes_typed(event):
+            return  # a question typed on a text client is no device event
         data = self.entry_data
         match event.type:
-            case DeviceEventType.WAKE_WORD:
-                # Only the firmware's wake word engine sends its pre-roll: a
-                # text client's greeting ("hi") is not the device's wake word.
-                if (text := str(event.data.get("text") or "")) and self._heard_preroll:
-                    data.async_set_wake_word(text)
             case DeviceEventType.LISTENING_STARTED:
                 mode = event.data.get("mode")
                 if isinstance(mode, str):
                     data.async_set_listen_mode(mode)
             case DeviceEventType.CONVERSATION_ENDED:
                 data.async_set_listen_mode(None)
+        self.async_fire_event(event)
+        self.conversation.on_event(event)
 
     @callback
     def async_fire_event(self, event: DeviceEvent) -> None:
@@ -538,21 +356,15 @@ class XiaozhiRuntime:
 
     @callback
     def session_audio(self, session: DeviceSession, payload: bytes) -> None:
-        """Pass microphone audio to the voice assistant."""
+        """Pass microphone audio to the conversation."""
         if session is self.session:
-            now = self.hass.loop.time()
-            back_to_back = now - self._mic_heard_at < BURST_GAP
-            self._burst = self._burst + 1 if back_to_back else 1
-            self._mic_heard_at = now
-            if self._burst >= PREROLL_PACKETS:
-                self._preroll_at = now
-            self.voice_router.audio(payload)
+            self.conversation.on_audio(payload)
 
     @callback
     def _conversation_over(self) -> None:
         """Home Assistant ended a conversation on a link that stays up."""
-        self.player.conversation_over()
-        self.voice_router.closed()
+        self._goodbye_at = self.hass.loop.time()
+        self.conversation.conversation_over()
 
     @callback
     def session_closed(self, session: DeviceSession, reason: CloseReason) -> None:
@@ -560,16 +372,18 @@ class XiaozhiRuntime:
         if session is not self.session:
             return
         self.session = None
-        self._channel = None
-        self.uploads = None
+        self.channel = None
         # A WebSocket device connects for a conversation and hangs up (or is
-        # hung up on) after it: away as planned, whoever closed. Home
-        # Assistant cannot tell that from a device that lost power, and cannot
-        # reach either until it connects again.
+        # hung up on) after it: away as planned, whoever closed. So is a
+        # client that hangs up on Home Assistant's goodbye (py-xiaozhi over
+        # MQTT). Home Assistant cannot tell that from a device that lost
+        # power, and cannot reach either until it connects again.
+        hung_up = self.hass.loop.time() - self._goodbye_at < GOODBYE_HANG_UP
         expected = reason is CloseReason.CONVERSATION_ENDED or (
-            reason is CloseReason.DEVICE_CLOSED and not session.link.always_on
+            reason is CloseReason.DEVICE_CLOSED
+            and (not session.link.always_on or hung_up)
         )
-        if self._shutting_down or expected or not self.keepalive:
+        if self._shutting_down or expected or not self.options.keepalive:
             LOGGER.debug("%s disconnected (%s)", self.name, reason)
         else:
             LOGGER.info(
@@ -581,20 +395,9 @@ class XiaozhiRuntime:
         # Availability first: the satellite writes its state as it stops.
         self.entry_data.async_set_link(None, expected=expected)
         self.installer.link_lost()
-        self.player.device_took_over(gone=True)
-        self.voice_router.closed()
+        self.conversation.session_closed()
 
-    # --- what the device's voice and uploads report -----------------------
-
-    @callback
-    def async_signal_timer_finished(self, name: str, seconds: int) -> None:
-        """Fire the event of a timer set on this device that finished."""
-        self.async_fire_event(
-            DeviceEvent(
-                type=DeviceEventType.TIMER_FINISHED,
-                data={"name": name, "seconds": seconds},
-            )
-        )
+    # --- what the device uploads -----------------------------------------
 
     @callback
     def async_store_picture(

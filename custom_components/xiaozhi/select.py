@@ -103,7 +103,9 @@ class XiaozhiPipelineSelect(XiaozhiEntity, AssistPipelineSelect):
     def __init__(self, runtime: XiaozhiRuntime) -> None:
         """Create the select; its unique ID is ``<mac>-pipeline``."""
         XiaozhiEntity.__init__(self, runtime, "pipeline")
-        AssistPipelineSelect.__init__(self, runtime.hass, DOMAIN, runtime.mac)
+        AssistPipelineSelect.__init__(
+            self, runtime.hass, DOMAIN, runtime.entry_data.mac
+        )
 
     @property
     @override
@@ -118,7 +120,7 @@ class XiaozhiVadSensitivitySelect(XiaozhiEntity, VadSensitivitySelect):
     def __init__(self, runtime: XiaozhiRuntime) -> None:
         """Create the select; its unique ID is ``<mac>-vad_sensitivity``."""
         XiaozhiEntity.__init__(self, runtime, "vad_sensitivity")
-        VadSensitivitySelect.__init__(self, runtime.hass, runtime.mac)
+        VadSensitivitySelect.__init__(self, runtime.hass, runtime.entry_data.mac)
 
     @property
     @override

@@ -1,4 +1,4 @@
-"""Settings of the whole integration, kept in the options of its server entry.
+"""Settings of the whole integration (its server entry), and of one device.
 
 Every device shares them: how devices reach Home Assistant (the transport and
 the ports of the MQTT + UDP endpoint). They live in the options of the
@@ -16,7 +16,19 @@ from homeassistant.core import HomeAssistant
 from homeassistant.helpers.storage import Store
 from yarl import URL
 
-from .const import DEFAULT_MQTT_PORT, DEFAULT_UDP_PORT, DOMAIN
+from .const import (
+    CONF_AGENT_TOOLS,
+    CONF_CALL_TIMEOUT,
+    CONF_FALSE_WAKE_CHECK,
+    CONF_KEEPALIVE,
+    DEFAULT_AGENT_TOOLS,
+    DEFAULT_CALL_TIMEOUT,
+    DEFAULT_FALSE_WAKE_CHECK,
+    DEFAULT_KEEPALIVE,
+    DEFAULT_MQTT_PORT,
+    DEFAULT_UDP_PORT,
+    DOMAIN,
+)
 
 # The server entry's unique id; device entries use their MAC address.
 SERVER_UNIQUE_ID: Final = "server"
@@ -92,6 +104,31 @@ class ServerSettings:
             CONF_FIRMWARE_PRERELEASES: self.firmware_prereleases,
             CONF_WAKE_ARBITRATION: self.wake_arbitration,
         }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeviceOptions:
+    """The options of one device (its entry's Configure)."""
+
+    call_timeout: float = DEFAULT_CALL_TIMEOUT
+    # The link is kept open between conversations (keep-alive).
+    keepalive: bool = DEFAULT_KEEPALIVE
+    # The device's tools are offered to the conversation agent.
+    agent_tools: bool = DEFAULT_AGENT_TOOLS
+    # A wake word is checked by speech-to-text before the turn starts.
+    false_wake_check: bool = DEFAULT_FALSE_WAKE_CHECK
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any]) -> DeviceOptions:
+        """Read an entry's options, keeping defaults for what is missing."""
+        return cls(
+            call_timeout=float(options.get(CONF_CALL_TIMEOUT, DEFAULT_CALL_TIMEOUT)),
+            keepalive=bool(options.get(CONF_KEEPALIVE, DEFAULT_KEEPALIVE)),
+            agent_tools=bool(options.get(CONF_AGENT_TOOLS, DEFAULT_AGENT_TOOLS)),
+            false_wake_check=bool(
+                options.get(CONF_FALSE_WAKE_CHECK, DEFAULT_FALSE_WAKE_CHECK)
+            ),
+        )
 
 
 def is_http_url(url: str) -> bool:

@@ -4,6 +4,7 @@ import asyncio
 from collections.abc import Callable
 import os
 
+from homeassistant.core import HomeAssistant
 import pytest
 
 from custom_components.xiaozhi.protocol.audio.wake import (
@@ -110,11 +111,11 @@ def claim(
 
 
 @pytest.fixture
-def arbiter() -> Callable[..., WakeArbiter]:
-    """Return a factory of arbiters on the running loop."""
+def arbiter(hass: HomeAssistant) -> Callable[..., WakeArbiter]:
+    """Return a factory of arbiters for Home Assistant."""
 
     def make(window: float = 0.05) -> WakeArbiter:
-        return WakeArbiter(asyncio.get_running_loop(), preroll_clarity, window)
+        return WakeArbiter(hass, preroll_clarity, window)
 
     return make
 

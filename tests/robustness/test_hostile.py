@@ -795,7 +795,8 @@ async def test_endpoints_refuse_a_flood_of_bad_requests(
     runtime: XiaozhiRuntime = init_integration.runtime_data
     session: DeviceSession | None = runtime.session
     assert session is not None
-    uploads = runtime.uploads
+    assert runtime.channel is not None
+    uploads = runtime.channel.urls
     assert uploads is not None
 
     async def snapshot_tokens() -> AsyncIterator[str]:

@@ -24,7 +24,6 @@ from pytest_homeassistant_custom_component.typing import WebSocketGenerator
 
 from custom_components.xiaozhi.const import DOMAIN
 from custom_components.xiaozhi.media import notify
-from custom_components.xiaozhi.voice.router import VoiceRouter
 from simulator import SimulatedDevice
 from simulator.voice import dominant_frequency, mp3_bytes, silence, tone
 from tests.conftest import LOOPBACK_OTA_URL, MAC, TOKEN, WS_URL, wait_for_runtime
@@ -412,7 +411,7 @@ async def test_firmware_without_notify_is_learnt_then_refused_at_once(
     with pytest.raises(HomeAssistantError) as err:
         await play(hass, sources.url("/song.mp3"))
     assert err.value.translation_key == "play_needs_conversation"
-    assert runtime.plays_notify is False
+    assert runtime.entry_data.plays_notify is False
     assert state(hass) == "idle"
     started = hass.loop.time()
     with pytest.raises(HomeAssistantError) as err:
@@ -701,21 +700,23 @@ async def test_music_waiting_for_a_reply_is_dropped_with_its_conversation(
     assert init_integration.runtime_data.player.now is None
 
 
-async def test_without_a_satellite_nothing_announces() -> None:
+async def test_without_a_satellite_nothing_announces(
+    hass: HomeAssistant,
+    voice: Voice,
+    init_integration: MockConfigEntry,
+    speaker: SimulatedDevice,
+    entity_registry: er.EntityRegistry,
+) -> None:
     """The media player's announce needs the device's Assist satellite."""
-    router = VoiceRouter("Box", _text, _run)
+    entity_registry.async_update_entity(
+        satellite_id(hass), disabled_by=er.RegistryEntryDisabler.USER
+    )
+    await hass.async_block_till_done()
     with pytest.raises(HomeAssistantError) as err:
-        await router.async_announce("http://example.invalid/a.mp3")
+        await play(hass, "http://example.invalid/a.mp3", announce=True)
     assert err.value.translation_key == "announce_voice_off"
-    assert router.busy is False
-
-
-async def _text(key: str) -> str:
-    return key
-
-
-def _run(coro: Any, _name: str) -> None:
-    coro.close()
+    assert init_integration.runtime_data.conversation.busy is False
+    assert speaker.notify_sounds == []
 
 
 async def test_the_button_during_idle_music_starts_a_conversation(

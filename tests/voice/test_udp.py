@@ -300,10 +300,10 @@ async def test_notify_is_learnt_from_behaviour_not_the_version(
     (sound,) = device.notify_sounds
     assert abs(len(sound.pcm) / 2 / 24000 - 0.4) <= FRAME
     assert device.alerts == []
-    assert runtime.plays_notify is True
+    assert runtime.entry_data.plays_notify is True
     # Remembered until the firmware changes.
     runtime.entry_data.async_set_identity(runtime.entry_data.board, "2.4.3")
-    assert runtime.plays_notify is None
+    assert runtime.entry_data.plays_notify is None
 
 
 async def test_idle_announcement_on_older_firmware_shows_the_text(
@@ -317,7 +317,7 @@ async def test_idle_announcement_on_older_firmware_shows_the_text(
     """The first announcement finds out (no fetch); later ones show text at once."""
     monkeypatch.setattr(notify, "NOTIFY_FETCH_TIMEOUT", 0.3)
     runtime = init_integration.runtime_data
-    assert runtime.plays_notify is None
+    assert runtime.entry_data.plays_notify is None
     for message in ("Dinner is ready", "Tea is ready"):
         await hass.services.async_call(
             "assist_satellite",
@@ -332,7 +332,7 @@ async def test_idle_announcement_on_older_firmware_shows_the_text(
     ]
     asked = [frame for frame in mqtt_talker.received if frame["type"] == "notify"]
     assert len(asked) == 1  # tried once, then known
-    assert runtime.plays_notify is False
+    assert runtime.entry_data.plays_notify is False
     assert "its firmware (2.0.4) plays sounds only in a conversation" in caplog.text
     assert "plays sounds only in a conversation (firmware 2.0.4)" in caplog.text
     with pytest.raises(HomeAssistantError, match="no text to show"):

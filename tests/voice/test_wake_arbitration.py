@@ -30,6 +30,7 @@ from custom_components.xiaozhi.const import (
 from custom_components.xiaozhi.settings import CONF_WAKE_ARBITRATION
 from custom_components.xiaozhi.voice import gate, wake_check
 from custom_components.xiaozhi.voice.arbiter import ARBITRATION_WINDOW
+from custom_components.xiaozhi.voice.gate import wake_group
 from simulator import SimulatedDevice
 from simulator.cli import client_id_for
 from simulator.voice import dominant_frequency, silence, tone
@@ -315,7 +316,7 @@ async def test_a_box_alone_in_its_area_is_not_arbitrated(
     events = async_capture_events(hass, EVENT_XIAOZHI)
     entries = await boxes("Study")
     (device,) = await devices(entries)
-    assert entries[0].runtime_data.wake_group is None
+    assert wake_group(hass, entries[0].runtime_data.entry_data.device_id) is None
     await device.wake("你好小智", SPEECH)
     await answered(device)
     speech_heard(voice)

@@ -12,7 +12,7 @@ Three ways, by what the device can do now:
 import asyncio
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 import contextlib
-from typing import Final, Protocol
+from typing import Final
 
 from homeassistant.components import tts
 from homeassistant.components.assist_satellite import AssistSatelliteAnnouncement
@@ -20,6 +20,7 @@ from homeassistant.core import HomeAssistant
 from homeassistant.exceptions import HomeAssistantError
 
 from ..const import DOMAIN, LOGGER
+from ..entry_data import XiaozhiEntryData
 from ..errors import DeviceUnavailableError
 from ..protocol import ProtocolError
 from ..protocol.audio import SPEAKER_SAMPLE_RATE
@@ -28,21 +29,9 @@ from ..protocol.audio.pacing import TTS_START_SETTLE
 from ..speaker.channel import VoiceChannel
 from ..speaker.speech import play_audio, stream_pcm
 from .fetch import async_fetch_pcm
-from .notify import NotifyStream, NotifyTarget, SoundUrls, async_notify
+from .notify import NotifyStream, async_notify
 
 ANNOUNCER: Final = "Home Assistant"  # the alert's title line
-
-
-class AnnounceTarget(NotifyTarget, Protocol):
-    """The device's runtime, as far as announcements need it."""
-
-    @property
-    def voice(self) -> VoiceChannel:
-        """Return the voice of the live session (DeviceUnavailableError without)."""
-
-    @property
-    def uploads(self) -> SoundUrls | None:
-        """Return the URLs of the live session (sounds among them)."""
 
 
 def _failed(name: str, err: BaseException) -> HomeAssistantError:
@@ -59,10 +48,13 @@ def _failed(name: str, err: BaseException) -> HomeAssistantError:
 class Announcer:
     """Plays announcements on one device, one at a time."""
 
-    def __init__(self, hass: HomeAssistant, target: AnnounceTarget) -> None:
-        """Announce on the device of ``target``."""
+    def __init__(
+        self, hass: HomeAssistant, name: str, device: XiaozhiEntryData
+    ) -> None:
+        """Announce on the device ``name``; what it plays is learnt into ``device``."""
         self.hass = hass
-        self._target = target
+        self._name = name
+        self._device = device
         self._playback: asyncio.Task[None] | None = None
         # Playbacks cut short that still owe the device their tts stop.
         self._stop_when_cut: set[asyncio.Task[None]] = set()
@@ -89,18 +81,20 @@ class Announcer:
         if (playback := self._playback) is not None:
             await asyncio.wait({playback})
 
-    def channel(self) -> VoiceChannel:
-        """Return the device's voice channel, or say it cannot be reached now."""
-        try:
-            return self._target.voice
-        except DeviceUnavailableError as err:
+    @staticmethod
+    def channel(channel: VoiceChannel | None, name: str) -> VoiceChannel:
+        """Return the live session's channel, or say the device cannot be reached."""
+        if channel is None:
             raise HomeAssistantError(
                 translation_domain=DOMAIN,
                 translation_key="announce_not_connected",
-                translation_placeholders={"name": self._target.name},
-            ) from err
+                translation_placeholders={"name": name},
+            )
+        return channel
 
-    async def async_announce(self, announcement: AssistSatelliteAnnouncement) -> bool:
+    async def async_announce(
+        self, channel: VoiceChannel, announcement: AssistSatelliteAnnouncement
+    ) -> bool:
         """Play an announcement however the device can; return once played.
 
         Returns True when it played to its end on the open audio (the device
@@ -112,7 +106,6 @@ class Announcer:
         ``announce_needs_text``, ``media_unavailable``) when it cannot be
         played.
         """
-        channel = self.channel()
         if not channel.open and channel.idle_reachable:
             await self._async_announce_idle(channel, announcement)
             return False
@@ -162,15 +155,15 @@ class Announcer:
     async def _async_announce_idle(
         self, channel: VoiceChannel, announcement: AssistSatelliteAnnouncement
     ) -> None:
-        name, firmware = channel.name, self._target.firmware or "unknown"
+        device = self._device
+        name, firmware = channel.name, device.firmware or "unknown"
         text = announcement.message
-        urls = self._target.uploads
         try:
             # Whether the firmware plays notify sounds is learnt by trying
             # (``async_notify``): its version does not tell.
-            if self._target.plays_notify is not False and urls is not None:
+            if device.plays_notify is not False and channel.urls is not None:
                 stream = NotifyStream(name, lambda: self._ogg(announcement))
-                if await async_notify(self._target, channel, urls, stream, text):
+                if await async_notify(channel, device, stream, text):
                     # Played in real time: over once the device played it.
                     await asyncio.shield(stream.finished)
                     return
@@ -236,9 +229,7 @@ class Announcer:
                 )
             except HomeAssistantError as err:
                 # The chime only announces the message: the message goes on.
-                LOGGER.warning(
-                    "%s: no chime before the message: %s", self._target.name, err
-                )
+                LOGGER.warning("%s: no chime before the message: %s", self._name, err)
                 chime = []
             for pcm in chime:
                 yield pcm

@@ -15,13 +15,13 @@ import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 import contextlib
 from http import HTTPStatus
-from typing import Final, Protocol
+from typing import Final
 
 from aiohttp import web
-from homeassistant.core import CALLBACK_TYPE
 from homeassistant.exceptions import HomeAssistantError
 
 from ..const import LOGGER
+from ..entry_data import XiaozhiEntryData
 from ..errors import translated_error
 from ..protocol import ProtocolError
 from ..protocol.audio.ogg import Chunk
@@ -42,32 +42,6 @@ FRAME_SECONDS: Final = 0.06
 type OpenChunks = Callable[
     [], Awaitable[tuple[AsyncIterator[Chunk], Callable[[], Awaitable[None]]]]
 ]
-
-
-class SoundUrls(Protocol):
-    """Mints the one-time URLs devices fetch sounds from."""
-
-    def mint_sound_url(self, sound: NotifyStream) -> tuple[str, CALLBACK_TYPE]:
-        """Return a one-time URL serving ``sound`` and the callback revoking it."""
-
-
-class NotifyTarget(Protocol):
-    """The device's runtime, as far as ``notify`` needs it."""
-
-    @property
-    def name(self) -> str:
-        """Return the device's name."""
-
-    @property
-    def firmware(self) -> str | None:
-        """Return the firmware version the device reported."""
-
-    @property
-    def plays_notify(self) -> bool | None:
-        """Return whether its firmware plays notify sounds (None: not known)."""
-
-    def async_learn_notify(self, *, plays: bool) -> None:
-        """Remember whether its firmware plays notify sounds."""
 
 
 class NotifyStream:
@@ -199,19 +173,21 @@ async def async_first_chunk(chunks: AsyncIterator[Chunk], name: str) -> Chunk:
 
 
 async def async_notify(
-    target: NotifyTarget,
     channel: VoiceChannel,
-    urls: SoundUrls,
+    device: XiaozhiEntryData,
     stream: NotifyStream,
     text: str,
 ) -> bool:
     """Have the idle device fetch ``stream``; True once it started playing.
 
     False when the device did not fetch it within a few seconds: firmware
-    without the player (learnt, on a device not known yet) or a device that
-    was busy. Raises HomeAssistantError when the sound itself failed.
+    without the player (learnt, on a device not known yet), a device that
+    was busy, or a link without URLs. Raises HomeAssistantError when the
+    sound itself failed.
     """
-    url, revoke = urls.mint_sound_url(stream)
+    if channel.urls is None:
+        return False
+    url, revoke = channel.urls.mint_sound_url(stream)
     loop = asyncio.get_running_loop()
     try:
         async with asyncio.timeout(NOTIFY_FETCH_TIMEOUT):
@@ -230,16 +206,16 @@ async def async_notify(
     if not stream.fetched.is_set():
         stream.stop()
         # A device that started a conversation meanwhile says nothing.
-        if target.plays_notify is None and channel.idle_reachable:
-            target.async_learn_notify(plays=False)
+        if device.plays_notify is None and channel.idle_reachable:
+            device.async_learn_notify(False)
             LOGGER.info(
                 "%s did not fetch its sound: its firmware (%s) plays sounds only "
                 "in a conversation",
-                target.name,
-                target.firmware or "unknown",
+                channel.name,
+                device.firmware or "unknown",
             )
         return False
-    if target.plays_notify is not True:
-        target.async_learn_notify(plays=True)
+    if device.plays_notify is not True:
+        device.async_learn_notify(True)
     await asyncio.shield(stream.started)
     return True

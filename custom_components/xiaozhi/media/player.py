@@ -26,20 +26,15 @@ from homeassistant.exceptions import HomeAssistantError
 from homeassistant.util import dt as dt_util
 
 from ..const import LOGGER
-from ..errors import DeviceUnavailableError, translated_error
+from ..entry_data import XiaozhiEntryData
+from ..errors import translated_error
 from ..protocol import ProtocolError
 from ..protocol.audio import SPEAKER_SAMPLE_RATE
 from ..protocol.audio.live import LiveTranscoder
 from ..protocol.audio.ogg import Chunk, ChunkEncoder, OggOpusWriter, OpusChunks
 from ..protocol.audio.pacing import TTS_START_SETTLE, DownlinkPacer
 from ..speaker.channel import VoiceChannel
-from .notify import (
-    NotifyStream,
-    NotifyTarget,
-    SoundUrls,
-    async_first_chunk,
-    async_notify,
-)
+from .notify import NotifyStream, async_first_chunk, async_notify
 
 MANUAL: Final = "manual"
 
@@ -50,26 +45,6 @@ class PlaybackState(StrEnum):
     IDLE = "idle"
     BUFFERING = "buffering"  # waiting for a reply to end, or for the device
     PLAYING = "playing"
-
-
-class PlayerTarget(NotifyTarget, Protocol):
-    """The device's runtime, as far as playing media needs it."""
-
-    @property
-    def voice(self) -> VoiceChannel:
-        """Return the voice of the live session (DeviceUnavailableError without)."""
-
-    @property
-    def uploads(self) -> SoundUrls | None:
-        """Return the URLs of the live session (sounds among them)."""
-
-    @property
-    def listen_mode(self) -> str | None:
-        """Return how the device listens (manual: push-to-talk)."""
-
-    @property
-    def voice_busy(self) -> bool:
-        """Return True while a reply or announcement is spoken on the device."""
 
 
 class Source(Protocol):
@@ -124,10 +99,19 @@ class _Job:
 class MediaPlayback:
     """Plays media on one device; its state is the media player's."""
 
-    def __init__(self, hass: HomeAssistant, target: PlayerTarget) -> None:
-        """Play on the device of ``target``."""
+    def __init__(
+        self,
+        hass: HomeAssistant,
+        name: str,
+        device: XiaozhiEntryData,
+        *,
+        voice_busy: Callable[[], bool],
+    ) -> None:
+        """Play on the device ``name``; ``voice_busy`` says a reply plays first."""
         self.hass = hass
-        self._target = target
+        self._name = name
+        self._device = device
+        self._voice_busy = voice_busy
         self._job: _Job | None = None
         # An announcement the satellite plays, shown as what plays.
         self._announcing: NowPlaying | None = None
@@ -184,6 +168,7 @@ class MediaPlayback:
 
     async def async_play(
         self,
+        channel: VoiceChannel | None,
         source: OpenSource,
         media_id: str,
         title: str | None,
@@ -191,31 +176,29 @@ class MediaPlayback:
     ) -> None:
         """Play what ``source`` opens; return once it plays or waits its turn.
 
-        Whatever played is replaced. Raises HomeAssistantError saying why it
-        cannot be played, and what would work.
+        ``channel`` is the live session's. Whatever played is replaced.
+        Raises HomeAssistantError saying why it cannot be played, and what
+        would work.
         """
         await self.async_stop(end_conversation=False)
-        name = self._target.name
-        try:
-            channel = self._target.voice
-        except DeviceUnavailableError as err:
-            raise translated_error("play_not_connected", name) from err
+        name, device = self._name, self._device
+        if channel is None:
+            raise translated_error("play_not_connected", name)
         if channel.open:
             await self._async_play_open(
                 channel, source, NowPlaying(media_id, title, "conversation", duration)
             )
             return
-        urls = self._target.uploads
-        if not channel.idle_reachable or urls is None:
+        if not channel.idle_reachable or channel.urls is None:
             raise translated_error("play_not_connected", name)
-        if self._target.plays_notify is False:
+        if device.plays_notify is False:
             raise translated_error(
                 "play_needs_conversation",
                 name,
-                firmware=self._target.firmware or "unknown",
+                firmware=device.firmware or "unknown",
             )
         await self._async_play_notify(
-            channel, urls, source, NowPlaying(media_id, title, "notify", duration)
+            channel, source, NowPlaying(media_id, title, "notify", duration)
         )
 
     async def _async_play_open(
@@ -236,7 +219,7 @@ class MediaPlayback:
             self._play_open(job, channel, first, chunks, close),
             f"xiaozhi media on {channel.name}",
         )
-        if not self._target.voice_busy:
+        if not self._voice_busy():
             job.go.set()
         self._set(job, PlaybackState.BUFFERING)
 
@@ -279,17 +262,13 @@ class MediaPlayback:
                 job.tell_device
                 and spoke
                 and job.end_conversation
-                and self._target.listen_mode != MANUAL
+                and self._device.listen_mode != MANUAL
             ):
                 await channel.async_end_conversation()
             self._set(job, PlaybackState.IDLE)
 
     async def _async_play_notify(
-        self,
-        channel: VoiceChannel,
-        urls: SoundUrls,
-        source: OpenSource,
-        now: NowPlaying,
+        self, channel: VoiceChannel, source: OpenSource, now: NowPlaying
     ) -> None:
         async def open_chunks() -> tuple[
             AsyncIterator[Chunk], Callable[[], Awaitable[None]]
@@ -300,20 +279,18 @@ class MediaPlayback:
         job = self._job = _Job(now, stream=stream)
         self._set(job, PlaybackState.BUFFERING)
         try:
-            played = await async_notify(
-                self._target, channel, urls, stream, now.title or ""
-            )
+            played = await async_notify(channel, self._device, stream, now.title or "")
         except BaseException:
             stream.stop()
             self._set(job, PlaybackState.IDLE)
             raise
         if not played:
             self._set(job, PlaybackState.IDLE)
-            if self._target.plays_notify is False:
+            if self._device.plays_notify is False:
                 raise translated_error(
                     "play_needs_conversation",
                     channel.name,
-                    firmware=self._target.firmware or "unknown",
+                    firmware=self._device.firmware or "unknown",
                 )
             raise translated_error("play_busy", channel.name)
         if stream.finished.done():

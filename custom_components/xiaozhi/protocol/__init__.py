@@ -15,10 +15,10 @@ from .errors import (
     XiaozhiError,
 )
 from .events import Activity, DeviceEvent, DeviceEventType
-from .link import Link
+from .link import CloseReason, Link
 from .mcp import McpClient
 from .messages import DeviceHello
-from .session import CloseReason, DeviceSession, SessionHandler
+from .session import DeviceSession, SessionHandler
 from .status import DeviceStatus, Setting
 from .tools import Tool, ToolImage, ToolProperty, ToolResult, validate_arguments
 

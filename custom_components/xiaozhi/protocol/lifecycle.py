@@ -19,7 +19,7 @@ import secrets
 from typing import Any, Protocol
 
 from .errors import ConnectionClosedError, ProtocolError
-from .link import Link
+from .link import CloseReason, Link
 from .messages import DeviceHello, goodbye_frame, server_hello
 
 _LOGGER = logging.getLogger(__name__)
@@ -56,11 +56,8 @@ class LifecycleHost(Protocol):
     def malformed_frame(self, err: Exception, text: str) -> None:
         """Note a frame that breaks the protocol."""
 
-    async def close_for_hello_timeout(self) -> None:
-        """Close a link whose device never said hello."""
-
-    async def close_for_conversation_end(self) -> None:
-        """Close the link because Home Assistant ended the conversation."""
+    async def close(self, reason: CloseReason, message: str = "") -> None:
+        """Close the link; pending requests fail at once."""
 
 
 class Lifecycle(Protocol):
@@ -128,7 +125,7 @@ class OnDemandLifecycle:
     def _hello_expired(self) -> None:
         self._hello_timer = None
         _LOGGER.warning("Device sent no hello within %g s", self._hello_timeout)
-        self._session.spawn(self._session.close_for_hello_timeout())
+        self._session.spawn(self._session.close(CloseReason.HELLO_TIMEOUT, "no hello"))
 
     def on_hello(self, frame: dict[str, Any]) -> None:
         """Take the first hello; a second one is ignored."""
@@ -168,7 +165,7 @@ class OnDemandLifecycle:
 
     async def end_conversation(self) -> None:
         """Close the link: the firmware has no message that makes it idle."""
-        await self._session.close_for_conversation_end()
+        await self._session.close(CloseReason.CONVERSATION_ENDED, "conversation ended")
 
     def stop(self) -> None:
         """Stop waiting for the hello."""

@@ -1,8 +1,21 @@
 """The transport-neutral seam: what a session needs from a connection."""
 
+from enum import StrEnum
 from typing import Any, Protocol
 
 from .messages import DeviceHello
+
+
+class CloseReason(StrEnum):
+    """Why a session ended."""
+
+    DEVICE_CLOSED = "device_closed"
+    HELLO_TIMEOUT = "hello_timeout"
+    BAD_HELLO = "bad_hello"
+    HANDSHAKE_FAILED = "handshake_failed"
+    REPLACED = "replaced"
+    SERVER_CLOSED = "server_closed"
+    CONVERSATION_ENDED = "conversation_ended"
 
 
 class Link(Protocol):

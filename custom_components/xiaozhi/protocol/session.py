@@ -15,7 +15,6 @@ life cycle (``lifecycle.py``), chosen by :attr:`Link.always_on`.
 
 import asyncio
 from collections.abc import Coroutine
-from enum import StrEnum
 import logging
 import secrets
 from typing import Any, Protocol
@@ -31,7 +30,7 @@ from .errors import (
 from .events import DeviceEvent, event_from_frame, notification_event
 from .firmware import STATUS_TOOL
 from .lifecycle import AlwaysOnLifecycle, Lifecycle, OnDemandLifecycle
-from .link import Link
+from .link import CloseReason, Link
 from .mcp import McpClient
 from .messages import (
     DEFAULT_AUDIO_PARAMS,
@@ -49,18 +48,6 @@ from .messages import (
 from .tools import Tool, ToolResult
 
 _LOGGER = logging.getLogger(__name__)
-
-
-class CloseReason(StrEnum):
-    """Why a session ended."""
-
-    DEVICE_CLOSED = "device_closed"
-    HELLO_TIMEOUT = "hello_timeout"
-    BAD_HELLO = "bad_hello"
-    HANDSHAKE_FAILED = "handshake_failed"
-    REPLACED = "replaced"
-    SERVER_CLOSED = "server_closed"
-    CONVERSATION_ENDED = "conversation_ended"
 
 
 class SessionHandler(Protocol):
@@ -163,14 +150,6 @@ class DeviceSession:
             await self.link.close(message or str(reason))
         except (ConnectionError, RuntimeError) as err:  # pragma: no cover
             _LOGGER.debug("Closing the link failed: %s", err)
-
-    async def close_for_hello_timeout(self) -> None:
-        """Close a link whose device never said hello."""
-        await self.close(CloseReason.HELLO_TIMEOUT, "no hello")
-
-    async def close_for_conversation_end(self) -> None:
-        """Close the link because Home Assistant ended the conversation."""
-        await self.close(CloseReason.CONVERSATION_ENDED, "conversation ended")
 
     async def connection_lost(self) -> None:
         """Tear down after the connection ended, whatever ended it."""

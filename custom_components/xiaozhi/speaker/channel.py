@@ -1,20 +1,51 @@
 """A device's voice: what Home Assistant shows, says and plays on it.
 
-The runtime hands one channel per session to whoever speaks through the
-device (the Assist satellite, announcements, the pairing code). Every method
-raises only translated Home Assistant errors (:class:`DeviceUnavailableError`
-once the link is gone); the channel records into the entry data what the
-device heard and answered, and fires an event when it starts and stops
-speaking.
+The runtime makes one channel per session and hands it to whoever speaks
+through the device (the conversation, announcements, the media player, the
+pairing code). Every method raises only translated Home Assistant errors
+(:class:`DeviceUnavailableError` once the link is gone); the channel records
+into the entry data what the device heard and answered, and fires an event
+when it starts and stops speaking. It carries the session's one-time URLs
+(:class:`DeviceUrls`): they point at the address the device used.
 """
 
 from collections.abc import Callable
+from typing import Protocol
+
+from aiohttp import web
+from homeassistant.core import CALLBACK_TYPE
 
 from ..const import LOGGER
 from ..entry_data import XiaozhiEntryData
 from ..errors import device_command
 from ..protocol import DeviceEvent, DeviceEventType, DeviceSession, XiaozhiError
 from ..protocol.audio.pacing import lead_frames
+
+
+class Sound(Protocol):
+    """A sound served once to the device that fetches its URL."""
+
+    async def respond(self, request: web.Request) -> web.StreamResponse:
+        """Stream the sound."""
+
+
+class DeviceUrls(Protocol):
+    """Where one session's device uploads and fetches (the transport mints them)."""
+
+    @property
+    def vision_url(self) -> str:
+        """Return the URL the camera posts photos to."""
+
+    def mint_snapshot_url(self) -> tuple[str, CALLBACK_TYPE]:
+        """Return a one-time screen picture URL and the callback revoking it."""
+
+    def mint_sound_url(self, sound: Sound) -> tuple[str, CALLBACK_TYPE]:
+        """Return a one-time URL streaming ``sound`` and the callback revoking it."""
+
+    def mint_firmware_url(
+        self, image: bytes, progress: Callable[[int], None], broke: Callable[[], None]
+    ) -> tuple[str, CALLBACK_TYPE]:
+        """Return a one-time URL of a firmware image, reporting bytes sent."""
 
 
 class VoiceChannel:
@@ -26,6 +57,8 @@ class VoiceChannel:
         entry_data: XiaozhiEntryData | None,
         fire: Callable[[DeviceEvent], None],
         name: str,
+        *,
+        urls: DeviceUrls | None = None,
         on_ended: Callable[[], None] | None = None,
     ) -> None:
         """Speak through ``session``; record into ``entry_data`` when given.
@@ -37,6 +70,7 @@ class VoiceChannel:
         self._entry_data = entry_data
         self._fire = fire
         self._name = name
+        self.urls = urls
         self._on_ended = on_ended
 
     @property

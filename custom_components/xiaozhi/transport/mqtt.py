@@ -315,14 +315,14 @@ class DeviceEndpoints:
         async_bind(self.hass, entry, client_id)
         self._logins.succeeded(connection.peer)
         runtime = entry.runtime_data
-        up, down = topics(runtime.mac)
+        up, down = topics(runtime.entry_data.mac)
         link = MqttLink(self, connection, up, down, identity=entry.entry_id)
         base = device_base_url(
             self.hass, f"http://{connection.local}:{self.hass.http.server_port}"
         )
         link.session = runtime.async_open_session(
             link,
-            self._uploads.for_device(base, runtime.mac),
+            self._uploads.for_device(base, runtime.entry_data.mac),
             client_id=client_id,
             protocol_version=3,
         )

@@ -28,10 +28,10 @@ from ..const import (
     URL_SNAPSHOT,
     URL_VISION,
 )
-from ..media.notify import NotifyStream
 from ..pairing.identity import client_matches, loaded_runtime
 from ..pairing.manager import same_secret
 from ..runtime import XiaozhiRuntime
+from ..speaker.channel import Sound
 from .http import bearer_token, client_id, device_mac, error_response
 from .logins import FailedLogins
 
@@ -103,7 +103,7 @@ class VisionView(HomeAssistantView):
         if isinstance(upload, web.Response):
             return upload
         question, photo = upload
-        runtime.async_store_picture("photo", photo, "image/jpeg", question)
+        runtime.entry_data.async_set_picture("photo", photo, "image/jpeg", question)
         return web.Response(text=VISION_ANSWER)
 
 
@@ -139,7 +139,7 @@ class SnapshotView(HomeAssistantView):
         if isinstance(upload, web.Response):
             return upload
         _question, picture = upload
-        runtime.async_store_picture("screen", picture, "image/jpeg")
+        runtime.entry_data.async_set_picture("screen", picture, "image/jpeg")
         return web.Response(text="ok")
 
 
@@ -174,9 +174,9 @@ class ClipView(HomeAssistantView):
     def __init__(self, logins: FailedLogins) -> None:
         """Start with nothing to serve; count wrong URLs in ``logins``."""
         self._logins = logins
-        self._sounds = OneTimeTokens[NotifyStream]()
+        self._sounds = OneTimeTokens[Sound]()
 
-    def mint(self, base: str, sound: NotifyStream) -> tuple[str, CALLBACK_TYPE]:
+    def mint(self, base: str, sound: Sound) -> tuple[str, CALLBACK_TYPE]:
         """Return a one-time URL of ``sound`` and its revoker."""
         token, revoke = self._sounds.add(sound)
         return f"{base}{URL_CLIP}/{token}.ogg", revoke
@@ -305,7 +305,7 @@ class DeviceUploads:
         """Return a one-time screen picture URL and the callback revoking it."""
         return self._views.snapshots.mint(self._base, self._mac)
 
-    def mint_sound_url(self, sound: NotifyStream) -> tuple[str, CALLBACK_TYPE]:
+    def mint_sound_url(self, sound: Sound) -> tuple[str, CALLBACK_TYPE]:
         """Return a one-time URL streaming ``sound`` to the device."""
         return self._views.clips.mint(self._base, sound)
 

@@ -144,7 +144,7 @@ class DeviceWebSocketView(HomeAssistantView):
         base = device_base_url(hass, str(request.url.origin()))
         session = runtime.async_open_session(
             WebSocketLink(ws, request.remote, version),
-            self._uploads.for_device(base, runtime.mac),
+            self._uploads.for_device(base, runtime.entry_data.mac),
             client_id=client,
             protocol_version=version,
         )

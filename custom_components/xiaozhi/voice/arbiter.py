@@ -20,6 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final
 
+from homeassistant.core import HomeAssistant
+
 from ..const import LOGGER
 
 # Two boxes in one room detect one wake word a few tens of milliseconds
@@ -65,12 +67,13 @@ class WakeArbiter:
 
     def __init__(
         self,
-        loop: asyncio.AbstractEventLoop,
+        hass: HomeAssistant,
         measure: Measure,
         window: float = ARBITRATION_WINDOW,
     ) -> None:
-        """Decide on ``loop``; ``measure`` rates a pre-roll (run in the executor)."""
-        self._loop = loop
+        """Decide for ``hass``; ``measure`` rates a pre-roll (run in the executor)."""
+        self._hass = hass
+        self._loop = hass.loop
         self._measure = measure
         self.window = window
         self._rounds: dict[str, _Round] = {}
@@ -105,7 +108,9 @@ class WakeArbiter:
         """End the round's window: decide, unless decided already."""
         round_.closer = None
         if round_.winner is None and round_.decider is None:
-            round_.decider = self._loop.create_task(self._async_decide(round_))
+            round_.decider = self._hass.async_create_background_task(
+                self._async_decide(round_), f"xiaozhi wake word round in {round_.group}"
+            )
         else:
             self._finish(round_)
 
@@ -116,7 +121,7 @@ class WakeArbiter:
             prerolls = [claim.preroll() for claim in rated]
             levels = await asyncio.gather(
                 *(
-                    self._loop.run_in_executor(None, self._measure, preroll)
+                    self._hass.async_add_executor_job(self._measure, preroll)
                     for preroll in prerolls
                 )
             )

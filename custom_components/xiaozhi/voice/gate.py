@@ -11,15 +11,18 @@ A box with nothing to decide starts at once.
 
 import asyncio
 from collections.abc import Callable, Coroutine
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
 from homeassistant.components.assist_pipeline import PipelineNotFound
 from homeassistant.core import HomeAssistant, callback
+from homeassistant.helpers import device_registry as dr
 
-from ..const import LOGGER
+from ..const import DOMAIN, LOGGER
+from ..entry_data import XiaozhiEntryData
 from ..protocol import DeviceEvent, DeviceEventType
 from ..protocol.audio.preroll import EarlyAudio
 from ..protocol.audio.wake import decode_preroll
+from ..settings import server_settings_of
 from .arbiter import WakeArbiter, WakeClaim
 from .typed import chosen_pipeline
 from .wake_check import async_check_wake
@@ -29,30 +32,29 @@ from .wake_check import async_check_wake
 DETECT_TO_START: Final = 2.0
 
 
-class GateHost(Protocol):
-    """The device a gate decides for (its runtime)."""
-
-    @property
-    def name(self) -> str:
-        """Return the device's name."""
-
-    @property
-    def device_id(self) -> str | None:
-        """Return its Home Assistant device."""
-
-    @property
-    def wake_group(self) -> str | None:
-        """Return the area whose boxes compete with it (None: nobody)."""
-
-    @property
-    def checks_false_wakes(self) -> bool:
-        """Return True when its wake words are checked first."""
-
-    def async_fire_event(self, event: DeviceEvent) -> None:
-        """Fire one of its events."""
-
-
 type TurnStarter = Callable[[str | None, list[bytes], bool], None]
+
+
+def wake_group(hass: HomeAssistant, device_id: str | None) -> str | None:
+    """Return the area whose boxes compete with this one for a wake word.
+
+    None when arbitration is off, the device has no area, or no other
+    XiaoZhi device is in it: then nobody decides, and it answers at once.
+    """
+    if not server_settings_of(hass).wake_arbitration:
+        return None
+    registry = dr.async_get(hass)
+    device = registry.async_get(device_id) if device_id else None
+    if device is None or device.area_id is None:
+        return None
+    for other in dr.async_entries_for_area(registry, device.area_id):
+        if (
+            other.id != device.id
+            and other.disabled_by is None
+            and any(domain == DOMAIN for domain, _ in other.identifiers)
+        ):
+            return device.area_id
+    return None
 
 
 class WakeGate:
@@ -61,20 +63,26 @@ class WakeGate:
     def __init__(
         self,
         hass: HomeAssistant,
-        host: GateHost,
         arbiter: WakeArbiter,
         *,
+        name: str,
+        device: XiaozhiEntryData,
+        checks_false_wakes: Callable[[], bool],
+        fire: Callable[[DeviceEvent], None],
         pipeline_entity: Callable[[], str | None],
         start_turn: TurnStarter,
         stand_down: Callable[[], Coroutine[Any, Any, None]],
     ) -> None:
-        """Decide for ``host``.
+        """Decide for the device ``name``; ``fire`` fires its events.
 
         ``start_turn(wake, live audio, stopped)`` starts the turn (stopped:
         push-to-talk let go meanwhile); ``stand_down`` ends the conversation.
         """
         self._hass = hass
-        self._host = host
+        self._name = name
+        self._device = device
+        self._checks_false_wakes = checks_false_wakes
+        self._fire = fire
         self._arbiter = arbiter
         self._pipeline_entity = pipeline_entity
         self._start_turn = start_turn
@@ -134,15 +142,15 @@ class WakeGate:
         self._early.mark_start(now)
         # A listen start inside a conversation continues it: no new wake.
         starts = not asked and (wake is not None or not self.conversing)
-        group = self._host.wake_group if starts else None
-        check = starts and wake is not None and self._host.checks_false_wakes
+        group = wake_group(self._hass, self._device.device_id) if starts else None
+        check = starts and wake is not None and self._checks_false_wakes()
         self._stopped = False
         if group is None and not check:
             self._begin(wake)
             return
         self._task = self._hass.async_create_background_task(
             self._async_decide(wake, group, check=check),
-            f"xiaozhi wake word of {self._host.name}",
+            f"xiaozhi wake word of {self._name}",
         )
 
     @callback
@@ -170,14 +178,14 @@ class WakeGate:
         try:
             if group is not None:
                 claim = WakeClaim(
-                    device_id=self._host.device_id or self._host.name,
-                    name=self._host.name,
+                    device_id=self._device.device_id or self._name,
+                    name=self._name,
                     deliberate=wake is None,
                     preroll=lambda: self._early.split().preroll,
                     report=self._report,
                 )
                 if not await self._arbiter.claim(group, claim):
-                    LOGGER.debug("%s stands down for another box", self._host.name)
+                    LOGGER.debug("%s stands down for another box", self._name)
                     await self._async_stand_down()
                     return
             if check and wake is not None and await self._async_false_wake(wake):
@@ -203,7 +211,7 @@ class WakeGate:
     def _report(self, won: bool, data: dict[str, object]) -> None:
         """Fire the outcome of a wake word that several boxes of the area heard."""
         kind = DeviceEventType.WAKE_WON if won else DeviceEventType.WAKE_STOOD_DOWN
-        self._host.async_fire_event(DeviceEvent(type=kind, data=dict(data)))
+        self._fire(DeviceEvent(type=kind, data=dict(data)))
 
     async def _async_false_wake(self, wake: str) -> bool:
         """Return True, and say so, when the pre-roll does not hold ``wake``."""
@@ -215,7 +223,7 @@ class WakeGate:
         except PipelineNotFound:
             return False  # the turn says why it cannot answer
         pcm = await self._hass.async_add_executor_job(decode_preroll, preroll)
-        name = self._host.name
+        name = self._name
         result = await async_check_wake(self._hass, pipeline, pcm, wake, name)
         if result.false_wake:
             LOGGER.info(
@@ -224,7 +232,7 @@ class WakeGate:
                 result.heard,
                 wake,
             )
-            self._host.async_fire_event(
+            self._fire(
                 DeviceEvent(
                     type=DeviceEventType.FALSE_WAKE,
                     data={"heard": result.heard, "wake_word": wake},

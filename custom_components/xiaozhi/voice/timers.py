@@ -5,69 +5,60 @@ between conversations) still fires its event; the log and a persistent
 notification say so.
 """
 
-from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any, Protocol
+from collections.abc import Awaitable, Callable
 
 from homeassistant.components import persistent_notification
 from homeassistant.components.intent import TimerEventType, TimerInfo
+from homeassistant.config_entries import ConfigEntry
 from homeassistant.core import HomeAssistant, callback
 from homeassistant.exceptions import HomeAssistantError
 
 from ..const import DOMAIN, LOGGER
-from ..errors import DeviceUnavailableError
+from ..entry_data import XiaozhiEntryData
+from ..protocol import DeviceEvent, DeviceEventType
 from ..speaker.channel import VoiceChannel
 from ..texts import async_device_text
 
 type Announce = Callable[..., Awaitable[None]]
 
 
-class TimerTarget(Protocol):
-    """The device's runtime, as far as its timers need it."""
-
-    hass: HomeAssistant
-
-    @property
-    def name(self) -> str:
-        """Return the device's name."""
-
-    @property
-    def mac(self) -> str:
-        """Return the device's MAC address."""
-
-    @property
-    def voice(self) -> VoiceChannel:
-        """Return the voice of the live session (DeviceUnavailableError without)."""
-
-    def run_in_background(self, coro: Coroutine[Any, Any, None], name: str) -> None:
-        """Run ``coro`` for as long as the device's entry is loaded."""
-
-    def async_signal_timer_finished(self, name: str, seconds: int) -> None:
-        """Fire the event of a finished timer."""
-
-
 class DeviceTimers:
     """Follows the timers of one device (core's timer handler)."""
 
-    def __init__(self, target: TimerTarget, announce: Announce) -> None:
-        """Show timers on ``target``; ``announce`` says that one finished."""
-        self._target = target
+    def __init__(
+        self,
+        hass: HomeAssistant,
+        entry: ConfigEntry,
+        device: XiaozhiEntryData,
+        *,
+        channel: Callable[[], VoiceChannel | None],
+        fire: Callable[[DeviceEvent], None],
+        announce: Announce,
+    ) -> None:
+        """Show timers on the device of ``entry`` through its live ``channel``.
+
+        ``fire`` fires its events; ``announce`` says that a timer finished.
+        """
+        self._hass = hass
+        self._entry = entry
+        self._device = device
+        self._channel = channel
+        self._fire = fire
         self._announce = announce
 
     @callback
     def handle(self, event_type: TimerEventType, timer: TimerInfo) -> None:
         """Show timers on the device; say and fire when one finishes."""
-        self._target.run_in_background(
-            self._async_timer(event_type, timer), "xiaozhi timer"
+        self._entry.async_create_background_task(
+            self._hass,
+            self._async_timer(event_type, timer),
+            f"xiaozhi timer of {self._device.mac}",
         )
 
     async def _async_timer(self, event_type: TimerEventType, timer: TimerInfo) -> None:
-        target = self._target
-        hass = target.hass
+        hass, title = self._hass, self._entry.title
         name = timer.name or ""
-        try:
-            channel: VoiceChannel | None = target.voice
-        except DeviceUnavailableError:
-            channel = None
+        channel = self._channel()
         reachable = channel is not None and (channel.open or channel.idle_reachable)
         if event_type is TimerEventType.FINISHED:
             duration = (
@@ -75,7 +66,12 @@ class DeviceTimers:
                 + (timer.start_minutes or 0) * 60
                 + (timer.start_seconds or 0)
             )
-            target.async_signal_timer_finished(name, duration)
+            self._fire(
+                DeviceEvent(
+                    type=DeviceEventType.TIMER_FINISHED,
+                    data={"name": name, "seconds": duration},
+                )
+            )
             said = await async_device_text(
                 hass, _keyed("timer_finished", name), {"name": name}
             )
@@ -83,7 +79,7 @@ class DeviceTimers:
                 try:
                     await self._announce(message=said)
                 except HomeAssistantError as err:
-                    LOGGER.info("%s: timer not announced: %s", target.name, err)
+                    LOGGER.info("%s: timer not announced: %s", title, err)
                     reachable = False
             if not reachable:
                 await self._async_missed(said)
@@ -102,19 +98,19 @@ class DeviceTimers:
                 await async_device_text(hass, "timer_title"), text, "neutral"
             )
         except HomeAssistantError as err:
-            LOGGER.debug("%s: timer not shown: %s", target.name, err)
+            LOGGER.debug("%s: timer not shown: %s", title, err)
 
     async def _async_missed(self, said: str) -> None:
         """Tell the user a timer rang on a device that could not say so."""
-        target = self._target
-        LOGGER.info("%s: %s, but the device could not be told", target.name, said)
+        hass, title = self._hass, self._entry.title
+        LOGGER.info("%s: %s, but the device could not be told", title, said)
         persistent_notification.async_create(
-            target.hass,
+            hass,
             await async_device_text(
-                target.hass, "timer_missed", {"timer": said, "device": target.name}
+                hass, "timer_missed", {"timer": said, "device": title}
             ),
-            title=target.name,
-            notification_id=f"{DOMAIN}_timer_{target.mac}",
+            title=title,
+            notification_id=f"{DOMAIN}_timer_{self._device.mac}",
         )
 
 

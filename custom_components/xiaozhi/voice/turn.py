@@ -28,6 +28,7 @@ from ..protocol.emotions import emotion_for
 from ..speaker.channel import VoiceChannel
 from ..speaker.speech import play_audio, stream_pcm
 from ..texts import async_device_text
+from .stage import Stage
 
 # Microphone audio waiting for the pipeline: 30 s at 60 ms a frame. The
 # pipeline's voice detection ends speech after 15 s at most.
@@ -72,11 +73,13 @@ class VoiceTurn:
         wake_phrase: str | None,
         on_played: Callable[[], None],
         on_silent: Callable[[], None] | None = None,
+        on_stage: Callable[[Stage], None] | None = None,
     ) -> None:
         """Start listening; ``on_played`` is called once the reply has played.
 
         ``on_silent`` is called when the device sends no audio for
-        ``NO_AUDIO_TIMEOUT`` seconds while it is listened to.
+        ``NO_AUDIO_TIMEOUT`` seconds while it is listened to; ``on_stage``
+        when the turn stops listening (answering) and starts speaking.
         """
         self.hass = hass
         self.channel = channel
@@ -98,6 +101,7 @@ class VoiceTurn:
         self._tts_stopped = False
         self.ended = False
         self._on_silent = on_silent
+        self._on_stage = on_stage
         self._last_audio = self._loop.time()
         self._watchdog: asyncio.TimerHandle | None = (
             self._loop.call_later(NO_AUDIO_TIMEOUT, self._check_audio)
@@ -123,6 +127,8 @@ class VoiceTurn:
         if self.listening:
             self.listening = False
             self._audio.put_nowait(None)
+            if self._on_stage is not None and not self.ended:
+                self._on_stage(Stage.ANSWERING)
 
     def _check_audio(self) -> None:
         """End a turn whose device stopped sending audio while listened to."""
@@ -230,6 +236,8 @@ class VoiceTurn:
         if self._tts_start.done() or self._speaking:
             return
         self._speaking = True  # from here on the turn ends with tts stop
+        if self._on_stage is not None and not self.ended:
+            self._on_stage(Stage.SPEAKING)
         try:
             await self.channel.async_start_speaking()
         finally:

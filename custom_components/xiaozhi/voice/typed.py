@@ -8,21 +8,55 @@ question the same way. A text is taken as a question when it is not the
 device's known wake word and reads like a sentence: three words or more,
 five Chinese, Japanese or Korean characters or more, or question or sentence
 punctuation. Wake words are short names ("你好小智", "Hi ESP", "Hey Jarvis");
-the runtime also takes any detect that follows microphone audio (the
-firmware's pre-roll) as a wake word, so a longer custom one is kept too.
+any detect that follows microphone audio (the firmware's pre-roll,
+:class:`PrerollWatch`) is a wake word too, so a longer custom one is kept.
 """
 
+from collections.abc import Awaitable, Callable
 import re
 from typing import Final
 
 from homeassistant.components import assist_pipeline, conversation
 from homeassistant.core import Context, HomeAssistant
+from homeassistant.exceptions import HomeAssistantError
+
+from ..const import LOGGER
+from ..protocol.audio.preroll import BURST_GAP, PREROLL_PACKETS
+from ..speaker.channel import VoiceChannel
+from ..texts import async_device_text
 
 _CJK: Final = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
 _PUNCTUATION: Final = ("?", "\uff1f", "\u3002", "!", "\uff01", ".")  # and full-width
 MIN_WORDS: Final = 3
 MIN_CJK: Final = 5
 MAX_QUESTION: Final = 1000  # characters of a typed question the agent gets
+# A detect within this many seconds of a pre-roll (a burst of microphone
+# packets) is a wake word, whatever its text.
+PREROLL_WINDOW: Final = 3.0
+
+
+class PrerollWatch:
+    """Whether a wake word's pre-roll came just now (a burst of packets)."""
+
+    def __init__(self, now: Callable[[], float]) -> None:
+        """Tell the time with ``now`` (the event loop's clock)."""
+        self._now = now
+        self._burst = 0
+        self._heard_at = -PREROLL_WINDOW
+        self._preroll_at = -PREROLL_WINDOW
+
+    def heard(self) -> None:
+        """Count a microphone packet: live audio comes one per frame."""
+        now = self._now()
+        self._burst = self._burst + 1 if now - self._heard_at < BURST_GAP else 1
+        self._heard_at = now
+        if self._burst >= PREROLL_PACKETS:
+            self._preroll_at = now
+
+    @property
+    def recent(self) -> bool:
+        """Return True when a pre-roll came within the last few seconds."""
+        return self._now() - self._preroll_at <= PREROLL_WINDOW
 
 
 def is_typed_question(text: str, wake_word: str | None) -> bool:
@@ -75,3 +109,39 @@ def chosen_pipeline(
             if pipeline.name == state.state:
                 return pipeline
     return assist_pipeline.async_get_pipeline(hass)
+
+
+async def async_answer_typed(
+    channel: VoiceChannel | None,
+    name: str,
+    text: str,
+    converse: Callable[[str], Awaitable[str]],
+    say: Callable[[str], Awaitable[None]],
+) -> None:
+    """Answer a typed question aloud: shown as heard, said like an announcement."""
+    if channel is None:
+        LOGGER.info("%s: the typed question came on a link that is gone", name)
+        return
+    try:
+        await channel.async_show_heard(text)
+        reply = await converse(text)
+        channel.record_reply(reply)
+        await say(reply)
+    except (HomeAssistantError, ValueError) as err:
+        # ValueError: the pipeline's agent is gone.
+        LOGGER.warning("%s: the typed question was not answered: %s", name, err)
+
+
+async def async_refuse(hass: HomeAssistant, channel: VoiceChannel, name: str) -> None:
+    """Tell a device that nobody serves its voice (its satellite is off); end."""
+    LOGGER.info(
+        "%s started listening, but its Assist satellite is disabled; ending the "
+        "conversation",
+        name,
+    )
+    try:
+        text = await async_device_text(hass, "voice_off")
+        await channel.async_show_alert("Home Assistant", text, "sad")
+    except HomeAssistantError as err:
+        LOGGER.debug("Could not tell %s: %s", name, err)
+    await channel.async_end_conversation()
