@@ -10,7 +10,7 @@ import av
 import numpy as np
 import pytest
 
-from custom_components.xiaozhi.protocol import ProtocolError
+from custom_components.xiaozhi.protocol import MediaSourceError
 from custom_components.xiaozhi.protocol.audio.codec import (
     OpusDecoder,
     OpusEncoder,
@@ -115,7 +115,7 @@ def test_wav_sample_formats(
     ids=["not-riff", "adpcm", "channels", "bits", "no-fmt", "short-fmt", "huge"],
 )
 def test_wavs_that_cannot_be_read(data: bytes) -> None:
-    with pytest.raises(ProtocolError):
+    with pytest.raises(MediaSourceError):
         WavReader().feed(data)
 
 
@@ -165,7 +165,7 @@ def test_other_formats_decode_with_pyav(codec: str, fmt: str) -> None:
 
 @pytest.mark.parametrize("data", [b"", b"not audio at all", bytes(1000)])
 def test_undecodable_files(data: bytes) -> None:
-    with pytest.raises(ProtocolError):
+    with pytest.raises(MediaSourceError):
         list(decode_file(data, 24000))
 
 

@@ -7,7 +7,7 @@ import threading
 from PIL import Image
 import pytest
 
-from custom_components.xiaozhi.protocol import ProtocolError
+from custom_components.xiaozhi.protocol import MediaSourceError
 from custom_components.xiaozhi.protocol.audio.live import LiveTranscoder
 from custom_components.xiaozhi.protocol.audio.ogg import (
     OggOpusWriter,
@@ -109,12 +109,12 @@ async def test_a_stream_that_never_ends_is_read_only_as_fast_as_it_is_taken() ->
 
 
 async def test_what_is_not_audio_is_refused() -> None:
-    """Garbage ends the stream with a ProtocolError."""
+    """Garbage ends the stream with a MediaSourceError."""
     transcoder = LiveTranscoder(
         Trickle(b"this is not audio at all" * 500).read, OpusChunks(), RATE
     )
     transcoder.start()
-    with pytest.raises(ProtocolError):
+    with pytest.raises(MediaSourceError):
         async for _chunk in transcoder.chunks():
             pass
     await transcoder.aclose()
@@ -158,7 +158,7 @@ async def test_a_file_without_sound_is_refused() -> None:
     Image.new("RGB", (8, 8)).save(picture, format="PNG")
     transcoder = LiveTranscoder(Trickle(picture.getvalue()).read, OpusChunks(), RATE)
     transcoder.start()
-    with pytest.raises(ProtocolError, match="no audio"):
+    with pytest.raises(MediaSourceError, match="no audio"):
         async for _chunk in transcoder.chunks():
             pass
     await transcoder.aclose()

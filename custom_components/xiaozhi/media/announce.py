@@ -22,7 +22,7 @@ from homeassistant.exceptions import HomeAssistantError
 from ..const import DOMAIN, LOGGER
 from ..entry_data import XiaozhiEntryData
 from ..errors import DeviceUnavailableError
-from ..protocol import ProtocolError
+from ..protocol import MediaSourceError
 from ..protocol.audio import SPEAKER_SAMPLE_RATE
 from ..protocol.audio.ogg import Chunk, OggOpusWriter
 from ..protocol.audio.pacing import TTS_START_SETTLE
@@ -205,7 +205,7 @@ class Announcer:
                     ):
                         yield chunk
             except HomeAssistantError as err:
-                raise ProtocolError(str(err)) from err
+                raise MediaSourceError(str(err)) from err
             for chunk in writer.close():
                 yield chunk
 

@@ -20,7 +20,7 @@ from homeassistant.helpers.aiohttp_client import async_get_clientsession
 
 from ..const import DOMAIN
 from ..download import async_describe_failure, async_download, describe_failure
-from ..protocol import ProtocolError
+from ..protocol import MediaSourceError
 from ..protocol.audio.codec import decode_file, media_duration
 
 TTS_SOURCE: Final = "media-source://tts/"
@@ -52,7 +52,7 @@ async def async_media_error(
     hass: HomeAssistant, url: str, err: BaseException
 ) -> HomeAssistantError:
     """Return why the sound at ``url`` cannot be played, translated."""
-    if isinstance(err, ProtocolError):  # it came, but is no sound
+    if isinstance(err, MediaSourceError):  # it came, but is no sound
         shown, error = describe_failure(url, err)
     else:
         shown, error = await async_describe_failure(hass, url, err)
@@ -74,7 +74,7 @@ async def async_fetch_pcm(hass: HomeAssistant, url: str, rate: int) -> list[byte
             hass, url, limit=MAX_MEDIA_BYTES, timeout=MEDIA_TIMEOUT
         )
         return await hass.async_add_executor_job(lambda: list(decode_file(data, rate)))
-    except (aiohttp.ClientError, TimeoutError, ProtocolError) as err:
+    except (aiohttp.ClientError, TimeoutError, MediaSourceError) as err:
         raise await async_media_error(hass, url, err) from err
 
 
@@ -90,14 +90,14 @@ class LiveSource:
     async def read(self, size: int) -> bytes:
         """Return up to ``size`` bytes, b"" at the end.
 
-        Raises ProtocolError when the source stalls or breaks: the
+        Raises MediaSourceError when the source stalls or breaks: the
         transcoder's thread ends with it.
         """
         try:
             async with asyncio.timeout(SOURCE_READ_TIMEOUT):
                 return await self._response.content.read(size)
         except (aiohttp.ClientError, TimeoutError) as err:
-            raise ProtocolError(describe_failure(self.url, err)[1]) from err
+            raise MediaSourceError(describe_failure(self.url, err)[1]) from err
 
     def close(self) -> None:
         """Drop the connection."""

@@ -23,7 +23,7 @@ from homeassistant.exceptions import HomeAssistantError
 from ..const import LOGGER
 from ..entry_data import XiaozhiEntryData
 from ..errors import translated_error
-from ..protocol import ProtocolError
+from ..protocol import MediaSourceError
 from ..protocol.audio.ogg import Chunk
 from ..protocol.audio.pacing import DownlinkPacer
 from ..speaker.channel import VoiceChannel
@@ -134,7 +134,7 @@ class NotifyStream:
                 await pacer.send(chunk.data, chunk.duration)
                 self.sent += chunk.duration
             await response.write_eof()
-        except ProtocolError as err:
+        except MediaSourceError as err:
             # The source broke off: the stream ends where it is, and the
             # device plays what it holds.
             LOGGER.warning("%s: the sound broke off: %s", self.name, err)
@@ -167,8 +167,8 @@ async def async_first_chunk(chunks: AsyncIterator[Chunk], name: str) -> Chunk:
     try:
         async with asyncio.timeout(FIRST_AUDIO_TIMEOUT):
             return await anext(chunks)
-    except (StopAsyncIteration, TimeoutError, ProtocolError) as err:
-        reason = str(err) if isinstance(err, ProtocolError) else "no audio in time"
+    except (StopAsyncIteration, TimeoutError, MediaSourceError) as err:
+        reason = str(err) if isinstance(err, MediaSourceError) else "no audio in time"
         raise translated_error("play_failed", name, error=reason) from err
 
 

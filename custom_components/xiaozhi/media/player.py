@@ -28,7 +28,7 @@ from homeassistant.util import dt as dt_util
 from ..const import LOGGER
 from ..entry_data import XiaozhiEntryData
 from ..errors import translated_error
-from ..protocol import ProtocolError
+from ..protocol import MediaSourceError
 from ..protocol.audio import SPEAKER_SAMPLE_RATE
 from ..protocol.audio.live import LiveTranscoder
 from ..protocol.audio.ogg import Chunk, ChunkEncoder, OggOpusWriter, OpusChunks
@@ -248,7 +248,7 @@ class MediaPlayback:
             async for chunk in chunks:
                 await pacer.send(chunk.data)
             await pacer.drain()
-        except ProtocolError as err:
+        except MediaSourceError as err:
             LOGGER.warning("%s: the media broke off: %s", channel.name, err)
         except HomeAssistantError as err:
             LOGGER.info("%s: media stopped: %s", channel.name, err)

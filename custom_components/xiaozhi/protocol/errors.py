@@ -80,3 +80,11 @@ class ArgumentError(XiaozhiError):
             **{key: str(value) for key, value in details.items()},
         }
         super().__init__(f"{reason}: {argument} {details or ''}".rstrip())
+
+
+class MediaSourceError(Exception):
+    """A sound that cannot be fetched or decoded (not the device's fault)."""
+
+    def __str__(self) -> str:
+        """Return the reason, never an empty one."""
+        return super().__str__() or "the sound cannot be read"

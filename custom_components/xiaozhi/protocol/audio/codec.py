@@ -18,7 +18,7 @@ from av.audio.frame import AudioFrame
 from av.audio.resampler import AudioResampler
 import numpy as np
 
-from ..errors import ProtocolError
+from ..errors import MediaSourceError
 from .framing import FRAME_DURATION_MS, MIC_SAMPLE_RATE, SPEAKER_SAMPLE_RATE
 
 SAMPLE_WIDTH: Final = 2
@@ -191,7 +191,7 @@ class WavReader:
     def feed(self, data: bytes) -> np.ndarray | None:
         """Take bytes; return the new samples as a flat int16 array, if any.
 
-        Raises ProtocolError when the stream is not a WAV this can read.
+        Raises MediaSourceError when the stream is not a WAV this can read.
         """
         self._buffer += data
         if not self._in_data and not self._read_header():
@@ -210,18 +210,18 @@ class WavReader:
         if len(buf) < 12:
             return False
         if buf[:4] != b"RIFF" or buf[8:12] != b"WAVE":
-            raise ProtocolError("audio is not a WAV (no RIFF/WAVE header)")
+            raise MediaSourceError("audio is not a WAV (no RIFF/WAVE header)")
         offset = 12
         while True:
             if offset > MAX_WAV_HEADER:
-                raise ProtocolError("WAV header too long")
+                raise MediaSourceError("WAV header too long")
             if len(buf) < offset + 8:
                 return False
             chunk_id = bytes(buf[offset : offset + 4])
             (size,) = struct.unpack_from("<I", buf, offset + 4)
             if chunk_id == b"data":
                 if self.format is None:
-                    raise ProtocolError("WAV data before its fmt chunk")
+                    raise MediaSourceError("WAV data before its fmt chunk")
                 del buf[: offset + 8]
                 self._in_data = True
                 return True
@@ -235,14 +235,16 @@ class WavReader:
 
 def _wav_format(chunk: bytes) -> WavFormat:
     if len(chunk) < 16:
-        raise ProtocolError("WAV fmt chunk too short")
+        raise MediaSourceError("WAV fmt chunk too short")
     tag, channels, rate, _byte_rate, _align, bits = struct.unpack_from("<HHIIHH", chunk)
     if tag == 0xFFFE and len(chunk) >= 26:  # WAVE_FORMAT_EXTENSIBLE: sub-format
         (tag,) = struct.unpack_from("<H", chunk, 24)
     if tag not in (1, 3) or channels not in (1, 2) or not 8000 <= rate <= 192000:
-        raise ProtocolError(f"WAV format {tag}, {channels} ch, {rate} Hz unsupported")
+        raise MediaSourceError(
+            f"WAV format {tag}, {channels} ch, {rate} Hz unsupported"
+        )
     if (tag, bits) not in ((1, 8), (1, 16), (1, 24), (1, 32), (3, 32)):
-        raise ProtocolError(f"WAV with {bits}-bit samples unsupported")
+        raise MediaSourceError(f"WAV with {bits}-bit samples unsupported")
     return WavFormat(
         sample_rate=rate, channels=channels, sample_width=bits // 8, is_float=tag == 3
     )
@@ -273,13 +275,13 @@ def _to_int16(raw: bytes, fmt: WavFormat) -> np.ndarray:
 def decode_file(data: bytes, target_rate: int) -> Iterator[bytes]:
     """Decode a whole audio file of any format PyAV reads into 16-bit mono PCM.
 
-    Raises ProtocolError when it holds no audio PyAV can decode. CPU-bound:
+    Raises MediaSourceError when it holds no audio PyAV can decode. CPU-bound:
     run it in an executor.
     """
     try:
         with av.open(io.BytesIO(data), mode="r") as container:
             if not container.streams.audio:
-                raise ProtocolError("no audio stream")
+                raise MediaSourceError("no audio stream")
             stream = container.streams.audio[0]
             resampler = AudioResampler(format="s16", layout="mono", rate=target_rate)
             for frame in container.decode(stream):
@@ -288,7 +290,7 @@ def decode_file(data: bytes, target_rate: int) -> Iterator[bytes]:
             if pcm := resampled_pcm(resampler, None):
                 yield pcm
     except (av.FFmpegError, ValueError, EOFError) as err:
-        raise ProtocolError(f"cannot decode audio: {err}") from err
+        raise MediaSourceError(f"cannot decode audio: {err}") from err
 
 
 def media_duration(data: bytes, format_name: str | None = None) -> float | None:

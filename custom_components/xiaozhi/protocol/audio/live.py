@@ -21,7 +21,7 @@ from typing import Final, override
 import av
 from av.audio.resampler import AudioResampler
 
-from ..errors import ProtocolError
+from ..errors import MediaSourceError
 from .codec import resampled_pcm
 from .ogg import Chunk, ChunkEncoder
 
@@ -89,7 +89,7 @@ class LiveTranscoder:
         self._job = self._loop.run_in_executor(None, self._run)
 
     async def chunks(self) -> AsyncIterator[Chunk]:
-        """Yield the chunks as they are made; raise ProtocolError on bad audio."""
+        """Yield the chunks as they are made; raise MediaSourceError on bad audio."""
         while True:
             item = await self._queue.get()
             self._room.release()
@@ -138,10 +138,10 @@ class LiveTranscoder:
             self._emit(None)
         except _ClosedError:
             pass
-        except ProtocolError as err:
+        except MediaSourceError as err:
             self._emit_last(err)
         except (av.FFmpegError, ValueError, EOFError, OSError) as err:
-            self._emit_last(ProtocolError(f"cannot decode audio: {err}"))
+            self._emit_last(MediaSourceError(f"cannot decode audio: {err}"))
 
     def _emit_last(self, err: BaseException) -> None:
         with contextlib.suppress(_ClosedError):
@@ -153,7 +153,7 @@ class LiveTranscoder:
             _LoopReader(self), mode="r", format=self._format, options=options
         ) as container:
             if not container.streams.audio:
-                raise ProtocolError("no audio stream")
+                raise MediaSourceError("no audio stream")
             stream = container.streams.audio[0]
             resampler = AudioResampler(format="s16", layout="mono", rate=self._rate)
             bad = 0
@@ -163,7 +163,7 @@ class LiveTranscoder:
                 except av.InvalidDataError:
                     bad += 1
                     if bad > MAX_BAD_PACKETS:
-                        raise ProtocolError("the audio does not decode") from None
+                        raise MediaSourceError("the audio does not decode") from None
                     continue
                 bad = 0
                 for frame in frames:
