@@ -397,7 +397,10 @@ async def start_delay(home: Home, listener: Listener, rounds: int) -> dict[str, 
                 entry,
                 SimulatedDevice(
                     _device_config(
-                        runtime(entry).mac, entry.data["token"], home.ws_url, None
+                        runtime(entry).entry_data.mac,
+                        entry.data["token"],
+                        home.ws_url,
+                        None,
                     ),
                     http=http,
                 ),
@@ -541,7 +544,7 @@ def _burst_specs(home: Home, entries: Sequence[ConfigEntry]) -> list[BoxSpec]:
         _place(home, entry, _area(home, f"Room {group + 1}"))
         specs.append(
             BoxSpec(
-                mac=runtime(entry).mac,
+                mac=runtime(entry).entry_data.mac,
                 token=entry.data["token"],
                 group=group,
                 distance=DISTANCES[rank],

@@ -176,7 +176,7 @@ async def _speaker(
 ) -> tuple[SimulatedDevice, str]:
     (entry,) = await home.add_devices(1)
     port = home.hass.data[DATA_KEY].endpoints.mqtt.port
-    mac = runtime(entry).mac
+    mac = runtime(entry).entry_data.mac
     device = SimulatedDevice(
         _speaker_config(mac, entry.data["token"], home.ws_url, port), http=http
     )
@@ -313,7 +313,9 @@ async def many(home: Home, sources: Sources, count: int) -> dict[str, Any]:
         await asyncio.gather(
             *(
                 _play(
-                    home, _player_of(home, runtime(e).mac), f"{sources.base}/song.mp3"
+                    home,
+                    _player_of(home, runtime(e).entry_data.mac),
+                    f"{sources.base}/song.mp3",
                 )
                 for e in entries
             )

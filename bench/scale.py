@@ -216,7 +216,7 @@ class Presence:
     def __init__(self, devices: Sequence[XiaozhiRuntime]) -> None:
         """Listen to every device."""
         self.devices = list(devices)
-        self.ready: set[str] = {d.mac for d in self.devices if d.connected}
+        self.ready: set[str] = {d.entry_data.mac for d in self.devices if d.connected}
         self._changed = asyncio.Event()
         self._remove = [
             d.entry_data.async_subscribe_state(self._listener(d)) for d in self.devices
@@ -225,9 +225,9 @@ class Presence:
     def _listener(self, device: XiaozhiRuntime) -> Callable[[], None]:
         def update() -> None:
             if device.connected:
-                self.ready.add(device.mac)
+                self.ready.add(device.entry_data.mac)
             else:
-                self.ready.discard(device.mac)
+                self.ready.discard(device.entry_data.mac)
             self._changed.set()
 
         return update

@@ -148,7 +148,7 @@ async def measure(home: Home, count: int) -> dict[str, Any]:
         await wait_connected(runtime(entry))
         runtime(entry).entry_data.async_set_hardware(hardware)
         entity_id = registry.async_get_entity_id(
-            "update", "xiaozhi", f"{runtime(entry).mac}-firmware"
+            "update", "xiaozhi", f"{runtime(entry).entry_data.mac}-firmware"
         )
         assert entity_id is not None  # noqa: S101
         entity_ids.append(entity_id)

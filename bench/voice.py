@@ -149,7 +149,7 @@ async def _latency(
     """
     voice.tts.seconds = 0.5
     (entry,) = await home.add_devices(1)
-    mac = runtime(entry).mac
+    mac = runtime(entry).entry_data.mac
     token = entry.data["token"]
     text_to_start: list[float] = []
     bytes_to_frame: list[float] = []
