@@ -182,7 +182,7 @@ async def _speaker(
     )
     await device.connect()
     await wait_connected(runtime(entry))
-    runtime(entry).async_learn_notify(plays=True)
+    runtime(entry).entry_data.async_learn_notify(True)
     return device, _player_of(home, mac)
 
 
@@ -305,7 +305,7 @@ async def many(home: Home, sources: Sources, count: int) -> dict[str, Any]:
     assert await loop.run_in_executor(None, conn.recv) == "ready"  # noqa: S101
     for entry in entries:
         await wait_connected(runtime(entry))
-        runtime(entry).async_learn_notify(plays=True)
+        runtime(entry).entry_data.async_learn_notify(True)
     ticker = Ticker()
     ticker.start()
     try:
