@@ -71,6 +71,8 @@ _LOGGER = logging.getLogger("simulator")
 
 DEFAULT_WAIT = 5.0
 OTA_MAX_RETRY = 10
+# The microphone input warms up this long after listening starts.
+MIC_WARM_UP = 0.12
 ACTIVATION_ATTEMPTS = 10
 
 # Reasons a link ended, as recorded in ``close_reason``.
@@ -1326,9 +1328,11 @@ class SimulatedDevice:
         loop = asyncio.get_running_loop()
         encoder = self._mic()
         frame_seconds = AUDIO_FRAME_DURATION_MS / 1000 / self.config.mic_speed
-        # The first packet leaves once a frame has been captured.
-        next_at = loop.time() + frame_seconds
-        await asyncio.sleep(frame_seconds)
+        # The first packet leaves once the input has warmed up (120 ms, in
+        # real time whatever the speed: ``audio_service.cc``, each time voice
+        # processing is enabled) and a frame has been captured.
+        next_at = loop.time() + MIC_WARM_UP + frame_seconds
+        await asyncio.sleep(next_at - loop.time())
         while self.connected and (
             self.state.activity == "listening" or self.listen_mode == "realtime"
         ):

@@ -46,6 +46,7 @@ from .protocol import (
     Link,
     Tool,
 )
+from .protocol.audio.preroll import Heard
 from .protocol.ota_image import AppImage
 from .settings import DeviceOptions
 from .speaker.channel import DeviceUrls, VoiceChannel
@@ -355,10 +356,12 @@ class XiaozhiRuntime:
         self.entry_data.async_signal_event(event)
 
     @callback
-    def session_audio(self, session: DeviceSession, payload: bytes) -> None:
+    def session_audio(
+        self, session: DeviceSession, payload: bytes, heard: Heard | None
+    ) -> None:
         """Pass microphone audio to the conversation."""
         if session is self.session:
-            self.conversation.on_audio(payload)
+            self.conversation.on_audio(payload, heard)
 
     @callback
     def _conversation_over(self) -> None:

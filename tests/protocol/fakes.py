@@ -12,6 +12,7 @@ from custom_components.xiaozhi.protocol import (
     DeviceEventType,
     DeviceSession,
 )
+from custom_components.xiaozhi.protocol.audio.preroll import Heard
 from simulator.device_tools import BUILTIN_TOOLS, FIRMWARE
 
 WAIT = 2.0
@@ -330,7 +331,9 @@ class RecordingHandler:
         """Record a device event."""
         self.events.append(event)
 
-    def session_audio(self, session: DeviceSession, payload: bytes) -> None:
+    def session_audio(
+        self, session: DeviceSession, payload: bytes, heard: Heard | None
+    ) -> None:
         """Record a microphone packet."""
         self.audio.append(payload)
 

@@ -7,10 +7,12 @@ scheme (``simulator/mqtt.py``), so both ends are checked against each other.
 import asyncio
 from collections.abc import AsyncIterator
 import socket
+import time
 
 import pytest
 
 from custom_components.xiaozhi.protocol import NoAudioAddressError
+from custom_components.xiaozhi.protocol.audio.preroll import Heard
 from custom_components.xiaozhi.protocol.mqtt import udp
 from custom_components.xiaozhi.protocol.mqtt.udp import (
     HEADER,
@@ -52,7 +54,9 @@ async def _open(
     endpoint: UdpEndpoint, frame_ms: float | None = 60.0
 ) -> tuple[AudioChannel, Device, asyncio.Queue[bytes]]:
     heard: asyncio.Queue[bytes] = asyncio.Queue()
-    channel = endpoint.open_channel("127.0.0.1", heard.put_nowait, frame_ms)
+    channel = endpoint.open_channel(
+        "127.0.0.1", lambda payload, _heard: heard.put_nowait(payload), frame_ms
+    )
     assert endpoint.port is not None
     device = Device(channel.hello_fields("127.0.0.1", endpoint.port))
     await device.channel.open()
@@ -81,14 +85,43 @@ async def test_audio_both_ways(endpoint: UdpEndpoint) -> None:
     assert endpoint.channels == 0
 
 
+async def test_each_packet_comes_with_its_sequence_and_kernel_time(
+    endpoint: UdpEndpoint,
+) -> None:
+    """What the wire says: the device's sequence, the kernel's receive time.
+
+    The time is when the kernel got the datagram, not when the event loop
+    read it: a loop held up for a while reads it late, on time.
+    """
+    heard: asyncio.Queue[tuple[bytes, Heard]] = asyncio.Queue()
+    channel = endpoint.open_channel(
+        "127.0.0.1", lambda payload, when: heard.put_nowait((payload, when)), 60.0
+    )
+    assert endpoint.port is not None
+    device = Device(channel.hello_fields("127.0.0.1", endpoint.port))
+    await device.channel.open()
+    sent_at = time.time()
+    for packet in FRAMES[:3]:
+        assert device.channel.send(packet)
+    # The event loop is held up: the datagrams wait in the kernel.
+    time.sleep(0.2)  # noqa: ASYNC251
+    got = [await asyncio.wait_for(heard.get(), 2) for _ in range(3)]
+    assert [payload for payload, _ in got] == FRAMES[:3]
+    assert [when.sequence for _, when in got] == [1, 2, 3]
+    for _, when in got:
+        assert sent_at - 0.01 <= when.received < sent_at + 0.1
+    device.channel.close()
+    channel.close()
+
+
 async def test_nonce_carries_the_ssrc(endpoint: UdpEndpoint) -> None:
-    channel = endpoint.open_channel("127.0.0.1", lambda _p: None)
+    channel = endpoint.open_channel("127.0.0.1", lambda _p, _h: None)
     fields = channel.hello_fields("192.0.2.1", 1886)
     nonce = bytes.fromhex(str(fields["nonce"]))
     assert len(bytes.fromhex(str(fields["key"]))) == 16
     assert nonce[0] == 0x01
     assert int.from_bytes(nonce[4:8], "big") == channel.ssrc
-    other = endpoint.open_channel("127.0.0.1", lambda _p: None)
+    other = endpoint.open_channel("127.0.0.1", lambda _p, _h: None)
     assert (other.ssrc, other.key) != (channel.ssrc, channel.key)
 
 
@@ -147,8 +180,10 @@ class _Spoofer:
         self.arrived = asyncio.Event()
         take = endpoint.datagram_received
 
-        def datagram_received(data: bytes, addr: tuple[str | object, int]) -> None:
-            take(data, addr)
+        def datagram_received(
+            data: bytes, addr: tuple[str | object, int], received: float | None = None
+        ) -> None:
+            take(data, addr, received)
             self.arrived.set()
 
         endpoint.datagram_received = datagram_received  # type: ignore[method-assign]
@@ -251,7 +286,9 @@ def test_flood_is_rate_limited(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(udp.time, "monotonic", lambda: clock[0])
     heard: list[bytes] = []
     endpoint = UdpEndpoint()
-    channel = endpoint.open_channel("127.0.0.1", heard.append, 60.0)
+    channel = endpoint.open_channel(
+        "127.0.0.1", lambda payload, _heard: heard.append(payload), 60.0
+    )
     sequence = 0
 
     def send(count: int) -> None:
@@ -280,7 +317,7 @@ def test_flood_is_rate_limited(monkeypatch: pytest.MonkeyPatch) -> None:
 async def test_sending_needs_an_address_and_an_open_channel(
     endpoint: UdpEndpoint,
 ) -> None:
-    channel = endpoint.open_channel("127.0.0.1", lambda _p: None)
+    channel = endpoint.open_channel("127.0.0.1", lambda _p, _h: None)
     with pytest.raises(NoAudioAddressError, match="its UDP port is unknown"):
         channel.send(FRAMES[0], 0)
     channel.address = ("127.0.0.1", 9)
@@ -290,7 +327,7 @@ async def test_sending_needs_an_address_and_an_open_channel(
     with pytest.raises(ConnectionError, match="closed"):
         channel.send(FRAMES[0], 0)
     endpoint.stop()
-    other = endpoint.open_channel("127.0.0.1", lambda _p: None)
+    other = endpoint.open_channel("127.0.0.1", lambda _p, _h: None)
     other.address = ("127.0.0.1", 9)
     with pytest.raises(ConnectionError, match="stopped"):
         other.send(FRAMES[0], 0)
@@ -315,14 +352,14 @@ async def test_the_first_packet_waits_for_the_devices_first_audio(
     device.channel.close()
 
     monkeypatch.setattr(udp, "FIRST_AUDIO_WAIT", 0.01)
-    silent = endpoint.open_channel("127.0.0.1", lambda _p: None)
+    silent = endpoint.open_channel("127.0.0.1", lambda _p, _h: None)
     with pytest.raises(NoAudioAddressError):
         await silent.send_when_heard(FRAMES[0], 0)
     monkeypatch.setattr(udp, "FIRST_AUDIO_WAIT", 5.0)
     with pytest.raises(NoAudioAddressError):  # at once: it waited already
         await asyncio.wait_for(silent.send_when_heard(FRAMES[0], 0), 1)
 
-    closing = endpoint.open_channel("127.0.0.1", lambda _p: None)
+    closing = endpoint.open_channel("127.0.0.1", lambda _p, _h: None)
     waiting = asyncio.create_task(closing.send_when_heard(FRAMES[0], 0))
     await asyncio.sleep(0)
     closing.close()

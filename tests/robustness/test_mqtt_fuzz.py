@@ -108,7 +108,9 @@ def test_udp_packets_are_checked_not_trusted(data: bytes) -> None:
     """Random datagrams to a channel's ssrc are dropped or decrypt to Opus."""
     heard: list[bytes] = []
     endpoint = UdpEndpoint()
-    channel = endpoint.open_channel("127.0.0.1", heard.append, 60.0)
+    channel = endpoint.open_channel(
+        "127.0.0.1", lambda payload, _heard: heard.append(payload), 60.0
+    )
     header = parse_header(data)
     if header is None:
         return

@@ -7,12 +7,14 @@ conversation; each conversation opens an audio channel with its own key.
 import asyncio
 from collections.abc import Callable
 
-from homeassistant.core import HomeAssistant
+from homeassistant.const import EVENT_STATE_CHANGED
+from homeassistant.core import Event, EventStateChangedData, HomeAssistant, callback
 from homeassistant.exceptions import HomeAssistantError
 from homeassistant.helpers import intent
 import pytest
 from pytest_homeassistant_custom_component.common import MockConfigEntry
 
+from custom_components.xiaozhi.domain_data import DATA_KEY
 from custom_components.xiaozhi.media import notify
 from custom_components.xiaozhi.protocol.audio.pacing import (
     LEAD_FRAMES,
@@ -95,6 +97,50 @@ async def test_turn_over_udp_ends_with_goodbye(
     assert mqtt_talker.state.activity == "idle"
     assert not mqtt_talker.audio_channel_open
     assert not mqtt_talker.microphone_on
+
+
+async def test_a_pre_roll_read_after_listen_start_stays_out_of_the_turn(
+    hass: HomeAssistant,
+    voice: Voice,
+    init_integration: MockConfigEntry,
+    mqtt_talker: SimulatedDevice,
+) -> None:
+    """A busy server reads detect and listen start before the pre-roll.
+
+    The UDP datagrams wait in the kernel while the turn starts; read late,
+    the pre-roll (its wake phrase a 440 Hz tone of 0.8 s) is still told from
+    the live speech by its sequence and the kernel's receive times, and
+    speech-to-text hears the speech alone.
+    """
+    endpoint = hass.data[DATA_KEY].endpoints.udp
+    assert endpoint is not None
+    assert endpoint._sock is not None
+    fd, loop = endpoint._sock.fileno(), asyncio.get_running_loop()
+    listening = asyncio.Event()
+
+    @callback
+    def record(event: Event[EventStateChangedData]) -> None:
+        new = event.data["new_state"]
+        if (
+            new is not None
+            and new.entity_id == satellite_id(hass)
+            and new.state == "listening"
+        ):
+            listening.set()
+
+    stop = hass.bus.async_listen(EVENT_STATE_CHANGED, record)
+    loop.remove_reader(fd)  # the loop is busy elsewhere: nothing read
+    try:
+        await mqtt_talker.wake("你好小智", tone(440, 1.5) + silence(1.0))
+        await asyncio.wait_for(listening.wait(), 15)
+    finally:
+        loop.add_reader(fd, endpoint._read_ready)
+        stop()
+    await conversation_over(mqtt_talker)
+    heard = bytes(voice.stt.received)
+    assert abs(loud_seconds(heard) - 1.5) <= FRAME
+    assert abs(dominant_frequency(heard, 16000) - 440) <= 5
+    assert mqtt_talker.udp_record.dropped == {}
 
 
 async def test_button_abort_over_mqtt_stops_and_listens_again(

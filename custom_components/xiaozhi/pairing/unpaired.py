@@ -19,6 +19,7 @@ from homeassistant.exceptions import HomeAssistantError
 from ..const import LOGGER
 from ..protocol import CloseReason, DeviceEvent, DeviceEventType, DeviceSession
 from ..protocol.audio.pacing import TTS_START_SETTLE
+from ..protocol.audio.preroll import Heard
 from ..speaker.channel import VoiceChannel
 from ..speaker.speech import async_speech, play_audio, stream_pcm
 from ..texts import async_device_text
@@ -66,7 +67,9 @@ class UnpairedHandler:
         ):
             self._showing = session.spawn(self._show_code())
 
-    def session_audio(self, session: DeviceSession, payload: bytes) -> None:
+    def session_audio(
+        self, session: DeviceSession, payload: bytes, heard: Heard | None
+    ) -> None:
         """Nobody listens before pairing."""
 
     def session_closed(self, session: DeviceSession, reason: CloseReason) -> None:

@@ -20,6 +20,7 @@ import secrets
 from typing import Any, Protocol
 
 from .audio import FRAME_DURATION_MS, SPEAKER_SAMPLE_RATE
+from .audio.preroll import Heard
 from .errors import (
     ConnectionClosedError,
     McpError,
@@ -65,8 +66,10 @@ class SessionHandler(Protocol):
     def session_event(self, session: DeviceSession, event: DeviceEvent) -> None:
         """Take something the device did (listen, abort, notification...)."""
 
-    def session_audio(self, session: DeviceSession, payload: bytes) -> None:
-        """Take one Opus packet from the device's microphone."""
+    def session_audio(
+        self, session: DeviceSession, payload: bytes, heard: Heard | None
+    ) -> None:
+        """Take one Opus packet from the microphone (``heard``: over UDP)."""
 
     def session_closed(self, session: DeviceSession, reason: CloseReason) -> None:
         """Learn that the session ended; pending requests have failed."""
@@ -221,12 +224,16 @@ class DeviceSession:
         """Pass what the device did on to the handler."""
         self._handler.session_event(self, event_from_frame(frame))
 
-    def feed_audio(self, payload: bytes) -> None:
-        """Handle one Opus packet from the device (already unframed)."""
+    def feed_audio(self, payload: bytes, heard: Heard | None = None) -> None:
+        """Handle one Opus packet from the device (already unframed).
+
+        ``heard`` is what the wire says of it (its UDP sequence and when the
+        kernel received it); a WebSocket's order says it all.
+        """
         self.audio_frames += 1
         self.audio_bytes += len(payload)
         if self.hello is not None and not self.closed:
-            self._handler.session_audio(self, payload)
+            self._handler.session_audio(self, payload, heard)
 
     def malformed_audio(self, err: Exception) -> None:
         """Note a binary frame the transport could not unframe.

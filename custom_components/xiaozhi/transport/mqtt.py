@@ -42,6 +42,7 @@ from ..pairing.identity import (
 )
 from ..pairing.manager import normalize_client_id, normalize_mac
 from ..protocol import DeviceSession
+from ..protocol.audio.preroll import Heard
 from ..protocol.messages import DeviceHello
 from ..protocol.mqtt.packets import Connect, ConnectReturn
 from ..protocol.mqtt.server import MqttConnection, MqttServer
@@ -447,9 +448,9 @@ class MqttLink:
                 session.connection_lost(), "xiaozhi MQTT session ended"
             )
 
-    def _audio(self, payload: bytes) -> None:
+    def _audio(self, payload: bytes, heard: Heard) -> None:
         if (session := self.session) is not None:
-            session.feed_audio(payload)
+            session.feed_audio(payload, heard)
 
 
 @callback

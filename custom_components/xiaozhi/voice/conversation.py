@@ -25,6 +25,7 @@ from ..entry_data import XiaozhiEntryData
 from ..media.announce import Announcer
 from ..media.player import MediaPlayback
 from ..protocol import DeviceEvent, DeviceEventType
+from ..protocol.audio.preroll import Heard
 from ..settings import DeviceOptions
 from ..speaker.channel import VoiceChannel
 from .arbiter import WakeArbiter
@@ -295,18 +296,20 @@ class Conversation:
             self._turns.give_up()
 
     @callback
-    def on_audio(self, payload: bytes) -> None:
+    def on_audio(self, payload: bytes, heard: Heard | None = None) -> None:
         """Take microphone audio; the turn starts with ``listen start``.
 
         The firmware first sends about two seconds of audio from before the
         wake word, which is not part of what the user says; the gate holds
-        it, and the turn's audio until the turn may start.
+        it, and the turn's audio until the turn may start. ``heard``: what
+        the wire says of a UDP packet.
         """
         self._preroll.heard()
         if self._turns.listening and (turn := self._turns.turn) is not None:
-            turn.feed(payload)
+            for live in self._gate.turn_audio(payload, heard):
+                turn.feed(live)
         elif self._host is not None:
-            self._gate.audio(payload)
+            self._gate.audio(payload, heard)
 
     def on_pipeline_event(self, event: PipelineEvent) -> None:
         """Pass a pipeline event on to the turn it belongs to."""

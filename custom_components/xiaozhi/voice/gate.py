@@ -20,7 +20,7 @@ from homeassistant.helpers import device_registry as dr
 from ..const import DOMAIN, LOGGER
 from ..entry_data import XiaozhiEntryData
 from ..protocol import DeviceEvent, DeviceEventType
-from ..protocol.audio.preroll import EarlyAudio
+from ..protocol.audio.preroll import EarlyAudio, Heard
 from ..protocol.audio.wake import decode_preroll
 from ..settings import server_settings_of
 from .arbiter import WakeArbiter, WakeClaim
@@ -92,6 +92,8 @@ class WakeGate:
         self._wake_at = 0.0
         self._task: asyncio.Task[None] | None = None
         self._stopped = False
+        # The turn started: what the early audio still holds is its own.
+        self._begun = False
         # A conversation is on: a listen start continues it, no new wake.
         self.conversing = False
 
@@ -115,12 +117,24 @@ class WakeGate:
         """Take ``listen detect``: its pre-roll came before it."""
         self._wake = text
         self._wake_at = self._hass.loop.time()
-        self._early.mark_detect(self._wake_at)
+        self._fresh()
+        self._early.mark_detect()
 
     @callback
-    def audio(self, payload: bytes) -> None:
+    def audio(self, payload: bytes, heard: Heard | None) -> None:
         """Hold a microphone packet that came before the turn started."""
-        self._early.add(self._hass.loop.time(), payload)
+        self._fresh()
+        self._early.add(payload, heard)
+
+    @callback
+    def turn_audio(self, payload: bytes, heard: Heard | None) -> list[bytes]:
+        """Return what of a packet that came during a turn is the turn's.
+
+        A pre-roll that came after ``listen start`` (UDP) is not.
+        """
+        if not self._begun:
+            return [payload]
+        return self._early.after_start(payload, heard)
 
     @callback
     def listening_stopped(self) -> None:
@@ -134,12 +148,13 @@ class WakeGate:
             return  # deciding already
         now = self._hass.loop.time()
         wake, self._wake = self._wake, None
+        self._fresh()
         if wake is not None and now - self._wake_at > DETECT_TO_START:
             # The firmware says listen start right after detect; this one
             # belonged to no start (a text client's greeting).
             wake = None
             self._early.forget_detect()
-        self._early.mark_start(now)
+        self._early.mark_start()
         # A listen start inside a conversation continues it: no new wake.
         starts = not asked and (wake is not None or not self.conversing)
         group = wake_group(self._hass, self._device.device_id) if starts else None
@@ -160,14 +175,21 @@ class WakeGate:
             self._task.cancel()
             self._task = None
         self._early.clear()
+        self._begun = False
         self._wake = None
 
     # --- deciding ---------------------------------------------------------
 
+    def _fresh(self) -> None:
+        """Start over after a turn: what comes now belongs to the next one."""
+        if self._begun:
+            self._begun = False
+            self._early.clear()
+
     @callback
     def _begin(self, wake: str | None) -> None:
         held = self._early.split()
-        self._early.clear()
+        self._begun = True
         self.conversing = True
         self._start_turn(wake, held.live, self._stopped)
 
@@ -181,7 +203,7 @@ class WakeGate:
                     device_id=self._device.device_id or self._name,
                     name=self._name,
                     deliberate=wake is None,
-                    preroll=lambda: self._early.split().preroll,
+                    preroll=lambda: self._early.preroll,
                     report=self._report,
                 )
                 if not await self._arbiter.claim(group, claim):
@@ -215,7 +237,7 @@ class WakeGate:
 
     async def _async_false_wake(self, wake: str) -> bool:
         """Return True, and say so, when the pre-roll does not hold ``wake``."""
-        preroll = self._early.split().preroll
+        preroll = self._early.preroll
         if not preroll:
             return False  # nothing to check: the board keeps no pre-roll
         try:

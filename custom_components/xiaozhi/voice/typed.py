@@ -21,7 +21,6 @@ from homeassistant.core import Context, HomeAssistant
 from homeassistant.exceptions import HomeAssistantError
 
 from ..const import LOGGER
-from ..protocol.audio.preroll import BURST_GAP, PREROLL_PACKETS
 from ..speaker.channel import VoiceChannel
 from ..texts import async_device_text
 
@@ -33,6 +32,10 @@ MAX_QUESTION: Final = 1000  # characters of a typed question the agent gets
 # A detect within this many seconds of a pre-roll (a burst of microphone
 # packets) is a wake word, whatever its text.
 PREROLL_WINDOW: Final = 3.0
+# A burst as the event loop reads it: this many packets at least, each
+# within this many seconds of the last (live audio: one per 60 ms frame).
+BURST_PACKETS: Final = 8
+BURST_GAP: Final = 0.01
 
 
 class PrerollWatch:
@@ -50,7 +53,7 @@ class PrerollWatch:
         now = self._now()
         self._burst = self._burst + 1 if now - self._heard_at < BURST_GAP else 1
         self._heard_at = now
-        if self._burst >= PREROLL_PACKETS:
+        if self._burst >= BURST_PACKETS:
             self._preroll_at = now
 
     @property

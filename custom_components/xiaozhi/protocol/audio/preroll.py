@@ -1,28 +1,57 @@
-"""Microphone audio that arrives before the turn it belongs to (the pre-roll)."""
+"""Microphone audio that arrives before the turn it belongs to: the pre-roll.
+
+On a wake word from idle the firmware sends about two seconds from before
+the wake word (the pre-roll: at most 33 packets, ``wake_word_audio_cache.cc``)
+back to back, then ``listen detect``, then ``listen start``; live audio comes
+after a warm-up of at least 120 ms, one packet per frame (``application.cc``
+``ContinueWakeWordInvoke``, ``audio_service.cc`` ``EnableVoiceProcessing``).
+Nothing in a packet marks the boundary. What tells them apart is what the
+wire says, never when the event loop got to a packet:
+
+- over WebSocket everything shares one ordered stream: what came before
+  ``detect`` is the pre-roll, what comes after ``listen start`` is live;
+- over MQTT + UDP the audio travels apart from the messages, and a busy
+  server can read ``listen start`` before the pre-roll. The UDP header's
+  sequence orders the packets as the device sent them, and the kernel's
+  receive time shows the burst: the pre-roll is the run of packets at the
+  wake's start that came back to back (:data:`BURST_GAP` apart at most, in
+  kernel time, and :data:`TAIL_GAP` once the run is a burst); live packets
+  come a frame apart, after the warm-up. The device restarts its sequence
+  at each hello (``mqtt_protocol.cc``), and a wake from idle opens the
+  channel, so the pre-roll is packets 1 to 33 or so. A pre-roll read after
+  the turn started is recognised the same way, and kept from the turn.
+"""
 
 from dataclasses import dataclass
 from typing import Final
 
-# Live packets that came just before ``listen start`` belong to the turn when
-# they are this recent; older audio is the pre-roll or left over.
-EARLY_WINDOW: Final = 0.5
-# Live audio comes one packet per frame (60 ms); the pre-roll comes as a
-# burst, packets closer together than this.
-BURST_GAP: Final = 0.01
-# A pre-roll is a burst this long at least, and this long at most: the
-# firmware's two seconds of 60 ms frames are 33 or 34 packets.
-PREROLL_PACKETS: Final = 8
+# Pre-roll packets leave the device back to back; live ones one per frame
+# (60 ms). A burst starts with packets this close together...
+BURST_GAP: Final = 0.03
+# ...and goes on while they come this soon after its last packet: the first
+# live one leaves after the warm-up and a frame, 180 ms after it at least.
+TAIL_GAP: Final = 0.09
+# A pre-roll is this many packets at least (fewer: a wake word too soon
+# after the last to fill its cache), at most the firmware's cache of 33
+# whole 60 ms frames (34 where the last one is padded).
+PREROLL_PACKETS: Final = 3
 MAX_PREROLL: Final = 34
-# A pre-roll's end that travelled apart from detect (UDP against MQTT) comes
-# this soon after it; the first live frame is captured 60 ms after listen
-# start, which follows detect at once.
-LATE_PREROLL: Final = 0.04
-# How far back the pre-roll may reach from ``listen start`` (firmware: 2 s).
-PREROLL_SPAN: Final = 3.0
+# Live packets that reached the kernel further apart than this do not
+# follow each other: the older ones are left over from before.
+LIVE_GAP: Final = 0.5
 # What is held at most while a turn waits to start: 30 s of 60 ms frames.
 MAX_HELD: Final = 500
-# Where a packet came: before ``detect``, after it, after ``listen start``.
-_BEFORE, _DETECTED, _STARTED = 0, 1, 2
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Heard:
+    """What the wire says about one microphone packet (UDP)."""
+
+    sequence: int
+    received: float  # when the kernel received it, in seconds
+
+
+type _Packet = tuple[Heard, bytes]
 
 
 @dataclass(slots=True, frozen=True)
@@ -34,94 +63,151 @@ class HeldAudio:
 
 
 class EarlyAudio:
-    """Microphone audio that arrived before the turn that it belongs to.
+    """One wake's microphone audio until its turn starts, and just after.
 
-    The firmware sends about two seconds from before the wake word (the
-    pre-roll) as a burst, then ``listen detect`` and ``listen start``, then
-    live audio one packet per frame. Over WebSocket it all shares one
-    connection and arrives in that order: what came before ``detect`` is the
-    pre-roll. Over MQTT + UDP the audio travels apart from the messages: the
-    first live packets can overtake ``listen start``, and the pre-roll can
-    come after ``detect``, as a burst. Packets are held until the turn
-    starts; :meth:`split` tells the two apart.
+    Packets are held (:meth:`add`) until the turn starts; :meth:`split`
+    returns its pre-roll and its live audio. After that, :meth:`after_start`
+    keeps a pre-roll that came late (UDP) from the turn.
     """
 
     def __init__(self) -> None:
         """Start empty."""
-        self._held: list[tuple[float, int, bytes]] = []  # when, phase, payload
-        self._phase = _BEFORE
-        self._detected_at: float | None = None
-        self._started_at: float | None = None
+        self.clear()
 
-    def add(self, when: float, payload: bytes) -> None:
-        """Keep a packet that came before the turn started."""
-        self._held.append((when, self._phase, payload))
-        if len(self._held) > MAX_HELD:
-            del self._held[0]
+    def clear(self) -> None:
+        """Forget everything: the device's audio is gone, or a new wake came."""
+        self._detected = False
+        self._started = False
+        # WebSocket: packets by where they came in the stream.
+        self._before: list[bytes] = []  # before detect (or start)
+        self._after: list[bytes] = []  # after detect
+        # UDP: the pre-roll, the run not told apart yet, and what is not
+        # pre-roll (live, or left over from before it).
+        self._preroll: list[_Packet] = []
+        self._tail: Heard | None = None  # the pre-roll's last packet so far
+        self._pending: list[_Packet] = []
+        self._rest: list[_Packet] = []
+        self._settled = False  # no more pre-roll can come
 
-    def mark_detect(self, when: float) -> None:
-        """Note ``listen detect``: the pre-roll, if any, came before it."""
-        if self._phase == _BEFORE:
-            self._phase = _DETECTED
-            self._detected_at = when
+    @property
+    def preroll(self) -> list[bytes]:
+        """Return the wake word's pre-roll found so far."""
+        if self._tail is not None:
+            return _payloads(self._preroll)
+        return self._before[-MAX_PREROLL:] if self._detected else []
+
+    def mark_detect(self) -> None:
+        """Note ``listen detect``: the pre-roll, if any, was sent before it."""
+        self._detected = True
 
     def forget_detect(self) -> None:
         """Forget a ``detect`` that belonged to no start (it came long before)."""
-        self._detected_at = None
+        self._detected = False
 
-    def mark_start(self, when: float) -> None:
-        """Note ``listen start``: what comes from now on is the turn's."""
-        self._phase = _STARTED
-        self._started_at = when
+    def mark_start(self) -> None:
+        """Note ``listen start``: what the device says from now on is the turn's."""
+        self._started = True
 
-    @property
-    def started(self) -> bool:
-        """Return True once ``listen start`` was marked."""
-        return self._started_at is not None
+    def add(self, payload: bytes, heard: Heard | None) -> None:
+        """Keep a packet that came before the turn started."""
+        if heard is None:
+            held = self._after if self._detected or self._started else self._before
+            held.append(payload)
+            if len(held) > MAX_HELD:
+                del held[0]
+            return
+        self._rest.extend(self._feed((heard, payload)))
+        if len(self._rest) > MAX_HELD:
+            del self._rest[0]
 
     def split(self) -> HeldAudio:
-        """Return the pre-roll and the live audio (oldest first)."""
-        start, detected = self._started_at, self._detected_at
-        if start is None:
-            return HeldAudio([], [])
-        before = [(when, payload) for when, phase, payload in self._held if not phase]
-        rest = [(when, payload) for when, phase, payload in self._held if phase]
-        preroll: list[bytes] = []
-        if detected is not None:
-            timed = [
-                payload for when, payload in before if detected - when <= PREROLL_SPAN
-            ]
-            # Over MQTT + UDP the pre-roll's end can come after detect: the
-            # packets right after it, back to back, up to two seconds' worth.
-            tail, previous, gap = 0, detected, LATE_PREROLL
-            while (
-                tail < len(rest)
-                and len(timed) + tail < MAX_PREROLL
-                and rest[tail][0] - previous < gap
-            ):
-                previous, gap = rest[tail][0], BURST_GAP
-                tail += 1
-            if tail < 2:
-                tail = 0  # one packet is no burst: the first live frame
-            preroll = timed + [payload for _, payload in rest[:tail]]
-            rest = rest[tail:]
-            if len(preroll) < PREROLL_PACKETS:
-                preroll = []  # a packet or two, not a wake word's pre-roll
-        else:
-            # No wake word: live packets that overtook listen start are at
-            # the end of what came before it; older ones are left over.
-            live_from = len(before)
-            while live_from > 1:
-                when, previous = before[live_from - 1][0], before[live_from - 2][0]
-                if start - when > EARLY_WINDOW or when - previous < BURST_GAP:
-                    break
-                live_from -= 1
-            rest = before[live_from:] + rest
-        return HeldAudio(preroll, [payload for _, payload in rest])
+        """Return the pre-roll and the live audio held, oldest first.
 
-    def clear(self) -> None:
-        """Forget what came early."""
-        self._held = []
-        self._phase = _BEFORE
-        self._detected_at = None
-        self._started_at = None
+        Call it when the turn starts. A burst still coming stays for
+        :meth:`after_start`.
+        """
+        if not self._started:
+            return HeldAudio([], [])
+        if self._tail is None and not self._pending and not self._rest:
+            # WebSocket (or nothing yet): by where the messages came. Before
+            # a listen start without detect: left over from before the turn.
+            held = HeldAudio(self.preroll, self._after)
+            self._before, self._after = [], []
+            return held
+        rest, self._rest = self._rest, []
+        if not self._detected:
+            # No wake word, no pre-roll: the run that overtook listen start
+            # is the turn's (a burst too: live packets bunched on the way).
+            rest += self._preroll + self._pending
+            self._preroll, self._pending, self._tail = [], [], None
+            self._settled = True
+        elif (tail := self._tail) is not None:
+            # Sent after the pre-roll: live; before it: left over.
+            live = [packet for packet in rest if packet[0].sequence > tail.sequence]
+            return HeldAudio(self.preroll, _payloads(live))
+        # (With detect and no pre-roll yet, a run still coming may be it.)
+        return HeldAudio([], _payloads(_last_run(rest)))
+
+    def after_start(self, payload: bytes, heard: Heard | None) -> list[bytes]:
+        """Return what of a packet that came after the turn started is the turn's.
+
+        Over UDP a pre-roll read after ``listen start`` comes as a burst: it
+        is kept from the turn (and added to the pre-roll). A packet is held
+        until it is told apart (a live one one frame at most).
+        """
+        if heard is None or self._settled:
+            return [payload]
+        return _payloads(self._feed((heard, payload)))
+
+    def _feed(self, packet: _Packet) -> list[_Packet]:
+        """Take a UDP packet in; return the packets that are not pre-roll."""
+        if self._settled:
+            return [packet]
+        heard = packet[0]
+        if (tail := self._tail) is not None:
+            if heard.sequence < tail.sequence or (
+                heard.received - tail.received <= TAIL_GAP
+                and len(self._preroll) < MAX_PREROLL
+            ):
+                # Sent before a pre-roll packet, or right after it: pre-roll.
+                self._preroll.append(packet)
+                if heard.sequence > tail.sequence:
+                    self._tail = heard
+                return []
+            self._settled = True  # the burst is over: live from here on
+            return [packet]
+        pending = self._pending
+        if not pending or (
+            heard.received - pending[-1][0].received <= BURST_GAP
+            and len(pending) < MAX_PREROLL
+        ):
+            pending.append(packet)
+            if len(pending) >= PREROLL_PACKETS:
+                # A burst: the wake word's pre-roll.
+                self._preroll, self._pending = pending, []
+                self._tail = max(heard for heard, _ in pending)
+            return []
+        # A gap after fewer than a pre-roll's packets: no pre-roll. Once the
+        # turn started none comes any more: what follows is live.
+        self._pending = [packet]
+        if self._started:
+            self._settled = True
+            self._pending = []
+            return [*pending, packet]
+        return pending
+
+
+def _payloads(packets: list[_Packet]) -> list[bytes]:
+    """Return the packets' payloads in the order the device sent them."""
+    return [payload for _, payload in sorted(packets, key=lambda p: p[0].sequence)]
+
+
+def _last_run(packets: list[_Packet]) -> list[_Packet]:
+    """Return the packets that follow each other up to the newest one."""
+    packets = sorted(packets, key=lambda packet: packet[0].received)
+    start = len(packets)
+    while start > 1 and (
+        packets[start - 1][0].received - packets[start - 2][0].received <= LIVE_GAP
+    ):
+        start -= 1
+    return packets[start - 1 :] if packets else []

@@ -32,11 +32,13 @@ import logging
 import secrets
 import socket
 import struct
+import sys
 import time
 from typing import Final
 
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
+from ..audio.preroll import Heard
 from ..errors import NoAudioAddressError
 
 _LOGGER = logging.getLogger(__name__)
@@ -50,6 +52,15 @@ RECEIVE_SIZE: Final = 65536  # read whole whatever comes, to judge it whole
 # Datagrams read in one pass of the event loop at most: a few devices'
 # pre-rolls, without holding the loop up for long.
 READ_BATCH: Final = 64
+# The kernel's receive time of each datagram, not when the event loop read
+# it: a busy loop reads late, the kernel's clock is on time. Linux's
+# SO_TIMESTAMPNS (asm-generic/socket.h; Python does not name it) gives a
+# struct timespec of two native longs.
+_TIMESTAMPNS: Final = 35 if sys.platform == "linux" else None
+_TIMESPEC: Final = struct.Struct("@ll")
+_ANCILLARY: Final = socket.CMSG_SPACE(_TIMESPEC.size) if _TIMESTAMPNS else 0
+
+type OnAudio = Callable[[bytes, Heard], None]
 # A microphone makes 17 packets a second (60 ms), 50 with 20 ms frames; the
 # wake-word pre-roll arrives as a burst of about 33.
 RATE_PER_SECOND: Final = 100.0
@@ -214,7 +225,7 @@ class AudioChannel:
         endpoint: UdpEndpoint,
         ssrc: int,
         device_ip: str,
-        on_audio: Callable[[bytes], None],
+        on_audio: OnAudio,
         frame_ms: float | None,
     ) -> None:
         """Open a channel for packets from ``device_ip`` with ``ssrc``."""
@@ -250,7 +261,11 @@ class AudioChannel:
         }
 
     def receive(
-        self, data: bytes, header: PacketHeader, address: tuple[str, int]
+        self,
+        data: bytes,
+        header: PacketHeader,
+        address: tuple[str, int],
+        received: float | None = None,
     ) -> None:
         """Take a packet with this channel's ssrc; drop what does not fit.
 
@@ -262,6 +277,8 @@ class AudioChannel:
         longer than the reply port's own run if that port was heard lately.
         Random bytes pass for Opus now and then, but not five times running,
         and a replay of captured packets never rises above the highest.
+        The audio goes on with its sequence and ``received``, the kernel's
+        receive time (``time.time()`` where the kernel does not say).
         """
         stats = self.stats
         stats.received += 1
@@ -306,7 +323,8 @@ class AudioChannel:
             self.address = address
         source.accepted += 1
         stats.accepted += 1
-        self._on_audio(payload)
+        when = received if received is not None else time.time()
+        self._on_audio(payload, Heard(header.sequence, when))
 
     def _takes_over(self, source: _Source) -> bool:
         """Return True when ``source`` has shown itself as the device's stream."""
@@ -428,6 +446,8 @@ class UdpEndpoint:
         sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         try:
             sock.setblocking(False)
+            if _TIMESTAMPNS is not None:
+                sock.setsockopt(socket.SOL_SOCKET, _TIMESTAMPNS, 1)
             sock.bind((host, port))
         except OSError:
             sock.close()
@@ -451,17 +471,22 @@ class UdpEndpoint:
             if sock is None or sock.fileno() < 0:
                 return
             try:
-                data, addr = sock.recvfrom(RECEIVE_SIZE)
+                data, ancillary, _flags, addr = sock.recvmsg(RECEIVE_SIZE, _ANCILLARY)
             except BlockingIOError, InterruptedError:
                 return
             except OSError as err:
                 # An ICMP error of an earlier send (a device gone): go on.
                 _LOGGER.debug("UDP receive error: %s", err)
                 continue
-            self.datagram_received(data, addr)
+            self.datagram_received(data, addr, _kernel_time(ancillary))
 
-    def datagram_received(self, data: bytes, addr: tuple[str | object, int]) -> None:
-        """Pass one datagram to its channel."""
+    def datagram_received(
+        self,
+        data: bytes,
+        addr: tuple[str | object, int],
+        received: float | None = None,
+    ) -> None:
+        """Pass one datagram to its channel (``received``: the kernel's time)."""
         header = parse_header(data)
         channel = self._channels.get(header.ssrc) if header is not None else None
         if channel is None or header is None:
@@ -469,12 +494,12 @@ class UdpEndpoint:
             if self.unknown == 1:
                 _LOGGER.debug("Dropping UDP packets of no audio channel")
             return
-        channel.receive(data, header, (str(addr[0]), int(addr[1])))
+        channel.receive(data, header, (str(addr[0]), int(addr[1])), received)
 
     def open_channel(
         self,
         device_ip: str,
-        on_audio: Callable[[bytes], None],
+        on_audio: OnAudio,
         frame_ms: float | None = None,
     ) -> AudioChannel:
         """Open a channel for a device at ``device_ip``, with a fresh key."""
@@ -505,3 +530,16 @@ class UdpEndpoint:
             _LOGGER.debug("UDP send buffer full: a packet to %s dropped", address[0])
         except OSError as err:
             _LOGGER.debug("UDP send to %s failed: %s", address[0], err)
+
+
+def _kernel_time(ancillary: list[tuple[int, int, bytes]]) -> float | None:
+    """Return the kernel's receive time of a datagram, if it said it."""
+    for level, kind, data in ancillary:
+        if (
+            level == socket.SOL_SOCKET
+            and kind == _TIMESTAMPNS
+            and len(data) >= _TIMESPEC.size
+        ):
+            seconds, nanoseconds = _TIMESPEC.unpack_from(data)
+            return float(seconds) + float(nanoseconds) / 1e9
+    return None
