@@ -225,11 +225,7 @@ class DeviceSession:
         self._handler.session_event(self, event_from_frame(frame))
 
     def feed_audio(self, payload: bytes, heard: Heard | None = None) -> None:
-        """Handle one Opus packet from the device (already unframed).
-
-        ``heard`` is what the wire says of it (its UDP sequence and when the
-        kernel received it); a WebSocket's order says it all.
-        """
+        """Handle one unframed Opus packet (``heard``: its UDP sequence, time)."""
         self.audio_frames += 1
         self.audio_bytes += len(payload)
         if self.hello is not None and not self.closed:
