@@ -9,9 +9,10 @@ back to idle, and the winner's microphone is held until it is picked.
   :data:`LATER` seconds later, within the window. Measured: from the nearest
   box sending ``listen start`` to speech-to-text's first audio, p50 and p99,
   against the same box alone in another area (not arbitrated), interleaved
-  in rounds. Twice: with a wake word (pre-roll and ``listen detect``: the
-  clearest wins when the window ends), and without ``detect`` (a board
-  without the audio front end, or a button: it wins at once).
+  in rounds. With a wake word (pre-roll and ``listen detect``: the clearest
+  wins once every box of the area has started and been rated), the same
+  with one far box silent (the window decides), and without ``detect`` (a
+  board without the audio front end, or a button: it wins at once).
 - ``burst``: ``groups`` areas of three boxes each wake at once over MQTT +
   UDP. The boxes run in :data:`BURST_PROCESSES` child processes, each waking
   its areas one after the other as fast as it can, the nearest box of an
@@ -300,11 +301,14 @@ class Variant:
     key: str
     detect: bool
     alone: bool
+    # How many far boxes of the area wake too (the rest stay silent, idle).
+    others: int = len(DISTANCES) - 1
 
 
 VARIANTS: Final = (
     Variant("detect", detect=True, alone=False),
     Variant("detect_alone", detect=True, alone=True),
+    Variant("detect_one_silent", detect=True, alone=False, others=1),
     Variant("no_detect", detect=False, alone=False),
     Variant("no_detect_alone", detect=False, alone=True),
 )
@@ -357,7 +361,9 @@ async def _start_round(
         )
     ]
     if not variant.alone:
-        waking += [_wake(b.device, b.frequency, b.distance) for b in others]
+        waking += [
+            _wake(b.device, b.frequency, b.distance) for b in others[: variant.others]
+        ]
     outcome, *others_did = await asyncio.gather(*waking)
     streams = listener.streams[heard_before:]
     voices = {index: box.frequency for index, box in enumerate(boxes)}
@@ -444,10 +450,14 @@ async def start_delay(home: Home, listener: Listener, rounds: int) -> dict[str, 
         "delay_ms": summaries,
         "added_ms": {
             key: {
-                stat: summaries[key][stat] - summaries[f"{key}_alone"][stat]
+                stat: summaries[key][stat] - summaries[f"{alone}_alone"][stat]
                 for stat in ("p50", "p99")
             }
-            for key in ("detect", "no_detect")
+            for key, alone in (
+                ("detect", "detect"),
+                ("detect_one_silent", "detect"),
+                ("no_detect", "no_detect"),
+            )
         },
         "past_window_ms": _summary(past_window),
         "arbitrated": arbitrated,

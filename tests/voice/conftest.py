@@ -1,22 +1,42 @@
 """A real Assist pipeline with fake engines, and devices that speak and listen."""
 
-from collections.abc import Callable, Generator
+from collections.abc import Awaitable, Callable, Generator
 from pathlib import Path
 from typing import Any
 
 from aiohttp.test_utils import TestClient
 from homeassistant.const import EVENT_STATE_CHANGED, STATE_UNAVAILABLE
 from homeassistant.core import Event, EventStateChangedData, HomeAssistant, callback
-from homeassistant.helpers import entity_registry as er
+from homeassistant.helpers import (
+    area_registry as ar,
+    device_registry as dr,
+    entity_registry as er,
+)
 import pytest
 from pytest_homeassistant_custom_component.common import MockConfigEntry
 
-from custom_components.xiaozhi.const import DOMAIN
+from custom_components.xiaozhi.const import (
+    CONF_BOARD,
+    CONF_CLIENT_ID,
+    CONF_FIRMWARE,
+    CONF_MAC,
+    CONF_TOKEN,
+    DOMAIN,
+)
 from simulator import SimulatedDevice
-from tests.conftest import MAC, TOKEN, WS_URL, wait_for_runtime
+from simulator.cli import client_id_for
+from tests.conftest import (
+    BOARD,
+    FIRMWARE,
+    LOOPBACK_OTA_URL,
+    MAC,
+    TOKEN,
+    WS_URL,
+    wait_for_runtime,
+)
 from tests.voice.engines import Voice, async_setup_engines, loud, tts_cache_in
 
-__all__ = ["Voice", "loud", "satellite_id"]
+__all__ = ["Voice", "loud", "mac_of", "satellite_id", "token_of"]
 
 
 def satellite_id(hass: HomeAssistant) -> str:
@@ -89,3 +109,85 @@ async def connected(device: SimulatedDevice, entry: MockConfigEntry) -> None:
     """Connect a device and wait until Home Assistant has its tools."""
     await device.connect()
     await wait_for_runtime(entry.runtime_data, lambda d: d.connected)
+
+
+def mac_of(index: int) -> str:
+    """Return the MAC of the ``index``-th box of a test."""
+    return f"aa:bb:cc:dd:ee:{0x10 + index:02x}"
+
+
+def token_of(index: int) -> str:
+    """Return the token of the ``index``-th box of a test."""
+    return f"arbitration-test-token-{index:02d}-0123456789abcdef"
+
+
+@pytest.fixture
+def boxes(
+    hass: HomeAssistant, setup_integration: None
+) -> Callable[..., Awaitable[list[MockConfigEntry]]]:
+    """Return a factory of paired boxes, each in the area given (None: none)."""
+
+    async def make(*areas: str | None, **options: Any) -> list[MockConfigEntry]:
+        entries = []
+        area_registry = ar.async_get(hass)
+        for index, area in enumerate(areas):
+            entry = MockConfigEntry(
+                domain=DOMAIN,
+                unique_id=mac_of(index),
+                title=f"Box {index}",
+                data={
+                    CONF_MAC: mac_of(index),
+                    CONF_CLIENT_ID: client_id_for(mac_of(index)),
+                    CONF_TOKEN: token_of(index),
+                    CONF_BOARD: BOARD,
+                    CONF_FIRMWARE: FIRMWARE,
+                },
+                options=options,
+            )
+            entry.add_to_hass(hass)
+            assert await hass.config_entries.async_setup(entry.entry_id)
+            if area is not None:
+                area_id = (
+                    area_registry.async_get_area_by_name(area)
+                    or area_registry.async_create(area)
+                ).id
+                dr.async_get(hass).async_update_device(
+                    entry.runtime_data.entry_data.device_id, area_id=area_id
+                )
+            entries.append(entry)
+        await hass.async_block_till_done()
+        return entries
+
+    return make
+
+
+@pytest.fixture
+def devices(
+    simulators: Callable[..., SimulatedDevice],
+) -> Callable[..., Awaitable[list[SimulatedDevice]]]:
+    """Return a factory of connected simulated boxes for the entries given."""
+
+    async def make(
+        entries: list[MockConfigEntry], *, mqtt: bool = False
+    ) -> list[SimulatedDevice]:
+        made = []
+        for index, entry in enumerate(entries):
+            if mqtt:
+                device = simulators(
+                    ota_url=LOOPBACK_OTA_URL, mac=mac_of(index), mic_speed=4.0
+                )
+                await device.provision()
+            else:
+                device = simulators(
+                    ws_url=WS_URL,
+                    token=token_of(index),
+                    mac=mac_of(index),
+                    mic_speed=4.0,
+                )
+            await device.connect()
+            assert device.uses_mqtt is mqtt
+            await wait_for_runtime(entry.runtime_data, lambda r: r.connected)
+            made.append(device)
+        return made
+
+    return make

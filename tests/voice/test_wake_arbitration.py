@@ -18,110 +18,29 @@ from pytest_homeassistant_custom_component.common import (
 )
 
 from custom_components.xiaozhi.const import (
-    CONF_BOARD,
-    CONF_CLIENT_ID,
     CONF_FALSE_WAKE_CHECK,
-    CONF_FIRMWARE,
-    CONF_MAC,
-    CONF_TOKEN,
-    DOMAIN,
     EVENT_XIAOZHI,
 )
+from custom_components.xiaozhi.domain_data import DATA_KEY
 from custom_components.xiaozhi.settings import CONF_WAKE_ARBITRATION
 from custom_components.xiaozhi.voice import gate, wake_check
 from custom_components.xiaozhi.voice.arbiter import ARBITRATION_WINDOW
 from custom_components.xiaozhi.voice.gate import wake_group
+from custom_components.xiaozhi.voice.stage import Stage
 from simulator import SimulatedDevice
-from simulator.cli import client_id_for
 from simulator.voice import dominant_frequency, silence, tone
-from tests.conftest import BOARD, FIRMWARE, LOOPBACK_OTA_URL, WS_URL, wait_for_runtime
+from tests.conftest import wait_for_runtime
 from tests.voice.conftest import Voice
 from tests.voice.test_turn import FRAME, loud_seconds
 
 SPEECH = tone(660, 1.0) + silence(1.0)
+# Both transports: the MQTT + UDP endpoint opens only where the mark says.
+TRANSPORTS = [
+    pytest.param(False, id="websocket"),
+    pytest.param(True, id="mqtt", marks=pytest.mark.mqtt_endpoint),
+]
 WAKE_TONE = 440.0  # the wake phrase as the fake speech-to-text knows it
 OTHER_TONE = 300.0  # something else that woke the box
-
-
-def mac_of(index: int) -> str:
-    """Return the MAC of the ``index``-th box of a test."""
-    return f"aa:bb:cc:dd:ee:{0x10 + index:02x}"
-
-
-def token_of(index: int) -> str:
-    """Return the token of the ``index``-th box of a test."""
-    return f"arbitration-test-token-{index:02d}-0123456789abcdef"
-
-
-@pytest.fixture
-def boxes(
-    hass: HomeAssistant, setup_integration: None
-) -> Callable[..., Awaitable[list[MockConfigEntry]]]:
-    """Return a factory of paired boxes, each in the area given (None: none)."""
-
-    async def make(*areas: str | None, **options: Any) -> list[MockConfigEntry]:
-        entries = []
-        area_registry = ar.async_get(hass)
-        for index, area in enumerate(areas):
-            entry = MockConfigEntry(
-                domain=DOMAIN,
-                unique_id=mac_of(index),
-                title=f"Box {index}",
-                data={
-                    CONF_MAC: mac_of(index),
-                    CONF_CLIENT_ID: client_id_for(mac_of(index)),
-                    CONF_TOKEN: token_of(index),
-                    CONF_BOARD: BOARD,
-                    CONF_FIRMWARE: FIRMWARE,
-                },
-                options=options,
-            )
-            entry.add_to_hass(hass)
-            assert await hass.config_entries.async_setup(entry.entry_id)
-            if area is not None:
-                area_id = (
-                    area_registry.async_get_area_by_name(area)
-                    or area_registry.async_create(area)
-                ).id
-                dr.async_get(hass).async_update_device(
-                    entry.runtime_data.entry_data.device_id, area_id=area_id
-                )
-            entries.append(entry)
-        await hass.async_block_till_done()
-        return entries
-
-    return make
-
-
-@pytest.fixture
-def devices(
-    simulators: Callable[..., SimulatedDevice],
-) -> Callable[..., Awaitable[list[SimulatedDevice]]]:
-    """Return a factory of connected simulated boxes for the entries given."""
-
-    async def make(
-        entries: list[MockConfigEntry], *, mqtt: bool = False
-    ) -> list[SimulatedDevice]:
-        made = []
-        for index, entry in enumerate(entries):
-            if mqtt:
-                device = simulators(
-                    ota_url=LOOPBACK_OTA_URL, mac=mac_of(index), mic_speed=4.0
-                )
-                await device.provision()
-            else:
-                device = simulators(
-                    ws_url=WS_URL,
-                    token=token_of(index),
-                    mac=mac_of(index),
-                    mic_speed=4.0,
-                )
-            await device.connect()
-            await wait_for_runtime(entry.runtime_data, lambda r: r.connected)
-            made.append(device)
-        return made
-
-    return make
 
 
 def device_id(entry: MockConfigEntry) -> str:
@@ -167,7 +86,7 @@ def speech_heard(voice: Voice) -> None:
     assert abs(dominant_frequency(heard, 16000) - 660) <= 5
 
 
-@pytest.mark.parametrize("mqtt", [False, True], ids=["websocket", "mqtt"])
+@pytest.mark.parametrize("mqtt", TRANSPORTS)
 async def test_the_louder_box_wins_even_when_later(
     hass: HomeAssistant,
     voice: Voice,
@@ -210,6 +129,98 @@ async def test_the_louder_box_wins_even_when_later(
     await hass.async_block_till_done()
     for state in hass.states.async_all("assist_satellite"):
         assert state.state == "idle"
+
+
+@pytest.mark.parametrize("mqtt", TRANSPORTS)
+async def test_the_round_ends_when_the_room_has_spoken(
+    hass: HomeAssistant,
+    voice: Voice,
+    boxes: Callable[..., Awaitable[list[MockConfigEntry]]],
+    devices: Callable[..., Awaitable[list[SimulatedDevice]]],
+    mqtt: bool,
+) -> None:
+    """Every box that could take part has woken: decided, long before the window.
+
+    A fourth box of the kitchen is not connected: nobody waits for it.
+    """
+    hass.data[DATA_KEY].arbiter.window = 5.0
+    events = async_capture_events(hass, EVENT_XIAOZHI)
+    entries = await boxes("Kitchen", "Kitchen", "Kitchen", "Kitchen")
+    far, farther, near = await devices(entries[:3], mqtt=mqtt)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    await asyncio.gather(
+        far.wake("你好小智", SPEECH, loudness=-35.0),
+        farther.wake("你好小智", SPEECH, loudness=-42.0),
+        after(0.1, near.wake("你好小智", SPEECH, loudness=-15.0)),
+    )
+    await stood_down(far, within=2.0)
+    await stood_down(farther, within=2.0)
+    assert loop.time() - started < 2.0
+    await answered(near)
+    speech_heard(voice)
+    assert outcomes(events) == {
+        device_id(entries[2]): ["wake_won"],
+        device_id(entries[0]): ["wake_stood_down"],
+        device_id(entries[1]): ["wake_stood_down"],
+    }
+    won = next(e.data for e in events if e.data["type"] == "wake_won")
+    assert won["clarity"] is not None
+
+
+async def test_a_silent_box_keeps_the_round_open_until_the_window_ends(
+    hass: HomeAssistant,
+    voice: Voice,
+    boxes: Callable[..., Awaitable[list[MockConfigEntry]]],
+    devices: Callable[..., Awaitable[list[SimulatedDevice]]],
+) -> None:
+    """A connected, idle box of the area that did not wake: the window decides."""
+    window = 1.0
+    hass.data[DATA_KEY].arbiter.window = window
+    entries = await boxes("Kitchen", "Kitchen", "Kitchen")
+    far, near, _silent = await devices(entries)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    await asyncio.gather(
+        far.wake("你好小智", SPEECH, loudness=-35.0),
+        near.wake("你好小智", SPEECH, loudness=-15.0),
+    )
+    await stood_down(far, within=window + 2.0)
+    assert loop.time() - started >= window
+    await answered(near)
+    speech_heard(voice)
+
+
+async def test_a_box_busy_elsewhere_is_not_waited_for(
+    hass: HomeAssistant,
+    voice: Voice,
+    boxes: Callable[..., Awaitable[list[MockConfigEntry]]],
+    devices: Callable[..., Awaitable[list[SimulatedDevice]]],
+) -> None:
+    """A box of the area in its own conversation cannot take part."""
+    hass.data[DATA_KEY].arbiter.window = 5.0
+    voice.stt.max_seconds = 30.0
+    entries = await boxes(None, "Kitchen", "Kitchen")
+    busy, far, near = await devices(entries)
+    await busy.wake("你好小智", tone(660, 30.0))  # alone in no area: at once
+    await wait_for_runtime(
+        entries[0].runtime_data,
+        lambda r: r.conversation.stage is Stage.LISTENING,
+    )
+    dr.async_get(hass).async_update_device(
+        device_id(entries[0]),
+        area_id=ar.async_get(hass).async_get_area_by_name("Kitchen").id,
+    )
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    await asyncio.gather(
+        far.wake("你好小智", SPEECH, loudness=-35.0),
+        near.wake("你好小智", SPEECH, loudness=-15.0),
+    )
+    await stood_down(far, within=2.0)
+    assert loop.time() - started < 2.0
+    assert near.state.activity == "listening"
+    assert busy.state.activity == "listening"
 
 
 async def test_a_start_without_detect_wins_and_the_first_of_them(
@@ -333,7 +344,7 @@ def hears(pcm: bytes) -> str:
     return "turn on the lights"
 
 
-@pytest.mark.parametrize("mqtt", [False, True], ids=["websocket", "mqtt"])
+@pytest.mark.parametrize("mqtt", TRANSPORTS)
 async def test_the_false_wake_check_ends_a_turn_quietly(
     hass: HomeAssistant,
     voice: Voice,

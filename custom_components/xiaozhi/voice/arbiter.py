@@ -1,26 +1,34 @@
 """One answer per wake word: boxes of one area that wake together pick one.
 
 Boxes in the same Home Assistant area are a group. The first box of a group
-to start a conversation opens a round of :data:`ARBITRATION_WINDOW`; every
-box of the group that starts within it takes part, and one answers:
+to start a conversation opens a round; every box of the group that starts
+within :data:`ARBITRATION_WINDOW` of it takes part, and one answers:
 
 - a box that started without a wake word (its button, or a board whose wake
   word engine keeps no pre-roll) started on purpose: the first such box wins
-  at once, without waiting for the window to end;
+  at once;
 - otherwise the box whose pre-roll holds the wake phrase most clearly (the
-  nearest one) wins when the window ends;
+  nearest one) wins, as soon as the room has spoken: when every box of the
+  area that could take part has started and its pre-roll is rated. A box
+  that cannot take part (in a conversation, announcing, playing media,
+  not connected) is not waited for; one that stays silent keeps the round
+  open until the window ends, never longer;
 - a box that sent a wake word without a pre-roll comes last.
 
-The others stand down. Boxes in other areas, or in none, never take part.
-When a round had more than one box, each is told the outcome (events).
+Each pre-roll is rated in the executor as soon as it is whole, while the
+others are still coming. The others stand down; a box of the group that
+starts after the decision, within the window, stands down too. Boxes in
+other areas, or in none, never take part. When a round had more than one
+box, each is told the outcome (events).
 """
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Any, Final
 
-from homeassistant.core import HomeAssistant
+from homeassistant.core import CALLBACK_TYPE, HomeAssistant, callback
+from homeassistant.helpers import device_registry as dr
 
 from ..const import LOGGER
 
@@ -39,11 +47,14 @@ class WakeClaim:
     name: str
     # Started without a wake word (button, or a board without a pre-roll).
     deliberate: bool
-    # The box's pre-roll as it is at the decision (taken on the event loop).
+    # The box's pre-roll as it is now (taken on the event loop).
     preroll: Callable[[], list[bytes]]
-    # Fires the box's outcome event (won, stood down) once the round closes.
+    # Fires the box's outcome event (won, stood down) once decided.
     report: Callable[[bool, dict[str, object]], None]
+    # Set once the pre-roll is whole (the box's gate says so).
+    ready: asyncio.Event = field(default_factory=asyncio.Event)
     clarity: float | None = None
+    rated: bool = False
     at: float = 0.0
     decision: asyncio.Future[bool] = field(init=False)
 
@@ -59,7 +70,11 @@ class _Round:
         self.claims: list[WakeClaim] = []
         self.winner: WakeClaim | None = None
         self.closer: asyncio.TimerHandle | None = None
-        self.decider: asyncio.Task[None] | None = None
+        self.tasks: list[asyncio.Task[None]] = []  # rating, deciding
+
+    @property
+    def open(self) -> bool:
+        return self.winner is None
 
 
 class WakeArbiter:
@@ -77,6 +92,20 @@ class WakeArbiter:
         self._measure = measure
         self.window = window
         self._rounds: dict[str, _Round] = {}
+        # Every box that could hear a wake word: whether it could take part now.
+        self._members: dict[str, Callable[[], bool]] = {}
+
+    @callback
+    def join(self, device_id: str, can_claim: Callable[[], bool]) -> CALLBACK_TYPE:
+        """Count a box in its area's rounds; ``can_claim``: it could start now."""
+        self._members[device_id] = can_claim
+
+        @callback
+        def leave() -> None:
+            if self._members.get(device_id) is can_claim:
+                del self._members[device_id]
+
+        return leave
 
     def claim(self, group: str, claim: WakeClaim) -> asyncio.Future[bool]:
         """Enter a box's start in its group's round; resolve True if it answers."""
@@ -88,10 +117,12 @@ class WakeArbiter:
             round_ = self._rounds[group] = _Round(group)
             round_.closer = self._loop.call_at(now + self.window, self._close, round_)
         round_.claims.append(claim)
-        if round_.winner is not None or round_.decider is not None:
-            self._resolve(claim, won=False)  # decided already: too late
+        if not round_.open:
+            self._lose_late(round_, claim)
         elif claim.deliberate:
             self._decide(round_, claim)
+        else:
+            self._spawn(round_, self._async_rate(round_, claim), f"{claim.name} rated")
         return claim.decision
 
     def withdraw(self, claim: WakeClaim) -> None:
@@ -102,49 +133,92 @@ class WakeArbiter:
         for round_ in self._rounds.values():
             if claim in round_.claims:
                 round_.claims.remove(claim)
+                self._settle(round_)
         claim.decision.cancel()
 
+    async def _async_rate(self, round_: _Round, claim: WakeClaim) -> None:
+        """Rate a box's pre-roll once it is whole; decide if the room has spoken."""
+        await claim.ready.wait()
+        preroll = claim.preroll()
+        claim.clarity = await self._hass.async_add_executor_job(self._measure, preroll)
+        claim.rated = True
+        self._settle(round_)
+
+    def _settle(self, round_: _Round) -> None:
+        """Decide when every box that could take part did, and is rated."""
+        waiting = [claim for claim in round_.claims if not claim.decision.done()]
+        if (
+            round_.open
+            and waiting
+            and all(claim.rated for claim in waiting)
+            and not self._silent(round_)
+        ):
+            self._decide(round_, min(waiting, key=_rank))
+
+    def _silent(self, round_: _Round) -> list[str]:
+        """Return the boxes of the round's area that could start, and did not."""
+        claimed = {claim.device_id for claim in round_.claims}
+        registry = dr.async_get(self._hass)
+        return [
+            device_id
+            for device_id, can_claim in self._members.items()
+            if device_id not in claimed
+            and (device := registry.async_get(device_id)) is not None
+            and device.area_id == round_.group
+            and can_claim()
+        ]
+
     def _close(self, round_: _Round) -> None:
-        """End the round's window: decide, unless decided already."""
+        """End the round's window: decide now, unless decided already."""
         round_.closer = None
-        if round_.winner is None and round_.decider is None:
-            round_.decider = self._hass.async_create_background_task(
-                self._async_decide(round_), f"xiaozhi wake word round in {round_.group}"
-            )
+        if round_.open:
+            self._spawn(round_, self._async_decide(round_), "decided")
         else:
-            self._finish(round_)
+            self._forget(round_)
 
     async def _async_decide(self, round_: _Round) -> None:
-        """Rate every pre-roll, then let the clearest wake phrase answer."""
-        rated = [claim for claim in round_.claims if not claim.decision.done()]
-        if len(rated) > 1:
-            prerolls = [claim.preroll() for claim in rated]
+        """Rate what is not rated yet, then let the clearest wake phrase answer."""
+        unrated = [
+            claim
+            for claim in round_.claims
+            if not claim.decision.done() and not claim.rated
+        ]
+        if unrated and len(round_.claims) > 1:
+            prerolls = [claim.preroll() for claim in unrated]
             levels = await asyncio.gather(
                 *(
                     self._hass.async_add_executor_job(self._measure, preroll)
                     for preroll in prerolls
                 )
             )
-            for claim, level in zip(rated, levels, strict=True):
-                claim.clarity = level
+            for claim, level in zip(unrated, levels, strict=True):
+                claim.clarity, claim.rated = level, True
         live = [claim for claim in round_.claims if not claim.decision.done()]
-        if live:
+        if live and round_.open:
             self._decide(round_, min(live, key=_rank))
-        self._finish(round_)
+        self._forget(round_)
+
+    def _spawn(
+        self, round_: _Round, coro: Coroutine[Any, Any, None], what: str
+    ) -> None:
+        round_.tasks.append(
+            self._hass.async_create_background_task(
+                coro, f"xiaozhi wake word round in {round_.group} {what}"
+            )
+        )
 
     def _decide(self, round_: _Round, winner: WakeClaim) -> None:
+        """Resolve every box of the round; tell them when they were several."""
         round_.winner = winner
+        for task in round_.tasks:
+            if task is not asyncio.current_task():
+                task.cancel()
+        round_.tasks = []
         for claim in round_.claims:
             self._resolve(claim, won=claim is winner)
-
-    def _finish(self, round_: _Round) -> None:
-        """Forget the round; tell its boxes the outcome when they were several."""
-        if self._rounds.get(round_.group) is round_:
-            del self._rounds[round_.group]
-        winner = round_.winner
-        if winner is None or len(round_.claims) < 2:
-            return
         losers = [claim for claim in round_.claims if claim is not winner]
+        if not losers:
+            return
         LOGGER.debug(
             "Wake word in area %s: %s answers; %s stood down",
             round_.group,
@@ -160,15 +234,35 @@ class WakeArbiter:
             },
         )
         for claim in losers:
-            claim.report(
-                False,
-                {
-                    "area_id": round_.group,
-                    "clarity": _rounded(claim.clarity),
-                    "winner": winner.device_id,
-                    "winner_name": winner.name,
-                },
+            self._report_loss(round_, claim, winner)
+
+    def _lose_late(self, round_: _Round, claim: WakeClaim) -> None:
+        """Stand down a box that starts after the decision, within the window."""
+        self._resolve(claim, won=False)
+        if (winner := round_.winner) is not None:
+            LOGGER.debug(
+                "Wake word in area %s: %s came late; %s answers",
+                round_.group,
+                claim.name,
+                winner.name,
             )
+            self._report_loss(round_, claim, winner)
+
+    @staticmethod
+    def _report_loss(round_: _Round, claim: WakeClaim, winner: WakeClaim) -> None:
+        claim.report(
+            False,
+            {
+                "area_id": round_.group,
+                "clarity": _rounded(claim.clarity),
+                "winner": winner.device_id,
+                "winner_name": winner.name,
+            },
+        )
+
+    def _forget(self, round_: _Round) -> None:
+        if self._rounds.get(round_.group) is round_:
+            del self._rounds[round_.group]
 
     @staticmethod
     def _resolve(claim: WakeClaim, *, won: bool) -> None:
@@ -180,8 +274,8 @@ class WakeArbiter:
         for round_ in self._rounds.values():
             if round_.closer is not None:
                 round_.closer.cancel()
-            if round_.decider is not None:
-                round_.decider.cancel()
+            for task in round_.tasks:
+                task.cancel()
             for claim in round_.claims:
                 if not claim.decision.done():
                     claim.decision.cancel()

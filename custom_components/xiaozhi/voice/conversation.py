@@ -23,7 +23,7 @@ from homeassistant.exceptions import HomeAssistantError
 from ..const import DOMAIN, LOGGER
 from ..entry_data import XiaozhiEntryData
 from ..media.announce import Announcer
-from ..media.player import MediaPlayback
+from ..media.player import MediaPlayback, PlaybackState
 from ..protocol import DeviceEvent, DeviceEventType
 from ..protocol.audio.preroll import Heard
 from ..settings import DeviceOptions
@@ -154,14 +154,30 @@ class Conversation:
     def attach(self, host: VoiceHost) -> CALLBACK_TYPE:
         """Serve ``host`` until the callback is called."""
         self._host = host
+        leave = self._gate.join(self._could_start)
 
         @callback
         def detach() -> None:
+            leave()
             if self._host is host:
                 self.shutdown()
                 self._host = None
 
         return detach
+
+    @callback
+    def _could_start(self) -> bool:
+        """Return True when a wake word would start a conversation here now.
+
+        Not in a conversation, announcing or playing media, and reachable
+        (connected, or away as planned: a WebSocket box dials on its wake).
+        """
+        device = self._device
+        return (
+            self.stage is Stage.IDLE
+            and self._player.state is PlaybackState.IDLE
+            and (device.link is not None or device.expected_disconnect)
+        )
 
     @callback
     def session_opened(self, channel: VoiceChannel) -> None:

@@ -14,7 +14,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any, Final
 
 from homeassistant.components.assist_pipeline import PipelineNotFound
-from homeassistant.core import HomeAssistant, callback
+from homeassistant.core import CALLBACK_TYPE, HomeAssistant, callback
 from homeassistant.helpers import device_registry as dr
 
 from ..const import DOMAIN, LOGGER
@@ -91,6 +91,7 @@ class WakeGate:
         self._wake: str | None = None
         self._wake_at = 0.0
         self._task: asyncio.Task[None] | None = None
+        self._claim: WakeClaim | None = None
         self._stopped = False
         # The turn started: what the early audio still holds is its own.
         self._begun = False
@@ -121,10 +122,23 @@ class WakeGate:
         self._early.mark_detect()
 
     @callback
+    def join(self, can_claim: Callable[[], bool]) -> CALLBACK_TYPE:
+        """Take part in the area's rounds; ``can_claim``: the box could start now."""
+        return self._arbiter.join(self._device.device_id or self._name, can_claim)
+
+    @callback
     def audio(self, payload: bytes, heard: Heard | None) -> None:
         """Hold a microphone packet that came before the turn started."""
         self._fresh()
         self._early.add(payload, heard)
+        self._preroll_check()
+
+    @callback
+    def _preroll_check(self) -> None:
+        """Tell the round once the pre-roll is whole, to rate it."""
+        claim = self._claim
+        if claim is not None and self._early.preroll_whole:
+            claim.ready.set()
 
     @callback
     def turn_audio(self, payload: bytes, heard: Heard | None) -> list[bytes]:
@@ -199,13 +213,14 @@ class WakeGate:
         claim: WakeClaim | None = None
         try:
             if group is not None:
-                claim = WakeClaim(
+                claim = self._claim = WakeClaim(
                     device_id=self._device.device_id or self._name,
                     name=self._name,
                     deliberate=wake is None,
                     preroll=lambda: self._early.preroll,
                     report=self._report,
                 )
+                self._preroll_check()
                 if not await self._arbiter.claim(group, claim):
                     LOGGER.debug("%s stands down for another box", self._name)
                     await self._async_stand_down()
@@ -217,6 +232,9 @@ class WakeGate:
             if claim is not None:
                 self._arbiter.withdraw(claim)
             raise
+        finally:
+            if self._claim is claim:
+                self._claim = None
         self._task = None
         self._begin(wake)
 

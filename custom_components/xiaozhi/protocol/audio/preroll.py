@@ -35,6 +35,7 @@ TAIL_GAP: Final = 0.09
 # after the last to fill its cache), at most the firmware's cache of 33
 # whole 60 ms frames (34 where the last one is padded).
 PREROLL_PACKETS: Final = 3
+FULL_PREROLL: Final = 33
 MAX_PREROLL: Final = 34
 # Live packets that reached the kernel further apart than this do not
 # follow each other: the older ones are left over from before.
@@ -95,6 +96,19 @@ class EarlyAudio:
         if self._tail is not None:
             return _payloads(self._preroll)
         return self._before[-MAX_PREROLL:] if self._detected else []
+
+    @property
+    def preroll_whole(self) -> bool:
+        """Return True when no more of the pre-roll can come.
+
+        Over WebSocket it came before ``detect``; over UDP once the burst
+        holds the firmware's whole cache, or live audio followed it.
+        """
+        if self._settled:
+            return True
+        if self._tail is not None:
+            return len(self._preroll) >= FULL_PREROLL
+        return self._detected and bool(self._before)
 
     def mark_detect(self) -> None:
         """Note ``listen detect``: the pre-roll, if any, was sent before it."""
