@@ -43,6 +43,8 @@ from custom_components.xiaozhi.runtime import XiaozhiRuntime
 from custom_components.xiaozhi.settings import SERVER_UNIQUE_ID
 from simulator.cli import client_id_for
 
+from .slow import SlowCallbacks
+
 BOARD = "xiaozhi-sim"
 FIRMWARE = "2.0.4"
 
@@ -78,11 +80,23 @@ def settle_memory() -> None:
 
 
 def run(main: Callable[[], Coroutine[Any, Any, Any]]) -> Any:
-    """Run ``main`` on an event loop configured as Home Assistant's runner does."""
+    """Run ``main`` on an event loop configured as Home Assistant's runner does.
+
+    Every callback is timed meanwhile; a dict result gets the slow ones
+    (``slow_callbacks``, :mod:`bench.slow`).
+    """
     loop = runner.create_event_loop()
+    watch = SlowCallbacks()
     try:
         asyncio.set_event_loop(loop)
-        return loop.run_until_complete(main())
+        watch.install()
+        try:
+            result = loop.run_until_complete(main())
+        finally:
+            watch.uninstall()
+        if isinstance(result, dict):
+            result["slow_callbacks"] = watch.summary()
+        return result
     finally:
         try:
             loop.run_until_complete(loop.shutdown_asyncgens())

@@ -4,6 +4,8 @@ from collections.abc import Callable
 import math
 from typing import Any
 
+from custom_components.xiaozhi.voice.arbiter import ARBITRATION_WINDOW
+
 type Getter = Callable[[dict[str, Any]], float | None]
 
 
@@ -77,6 +79,25 @@ def _winner_frames(key: str) -> Getter:
     return get
 
 
+def _scenarios(results: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """Return each measured scenario's slow-callback figures, by name."""
+    found = []
+    for name, value in results.items():
+        runs = value if isinstance(value, list) else [value]
+        for index, run in enumerate(runs):
+            if isinstance(run, dict) and "slow_callbacks" in run:
+                label = f"{name} {run.get('devices', index)}" if len(runs) > 1 else name
+                found.append((label, run["slow_callbacks"]))
+    return found
+
+
+def _slow_callbacks(results: dict[str, Any]) -> float | None:
+    scenarios = _scenarios(results)
+    if not scenarios:
+        return None
+    return float(sum(slow["ours"] for _, slow in scenarios))
+
+
 def _lost(results: dict[str, Any]) -> float | None:
     runs = results.get("scale")
     if not runs:
@@ -101,13 +122,6 @@ REPORTED: list[tuple[str, Getter, str, float, str]] = [
         "<",
         1.5,
         "x",
-    ),
-    (
-        "arbitration: added to a wake word start, p50",
-        _arbitration("start", "added_ms", "detect", "p50"),
-        "<=",
-        300.0,
-        " ms",
     ),
 ]
 
@@ -255,6 +269,20 @@ TARGETS: list[tuple[str, Getter, str, float, str]] = [
         " ms",
     ),
     (
+        "arbitration: added to a wake word start, every box heard it, p50",
+        _arbitration("start", "added_ms", "detect", "p50"),
+        "<=",
+        60.0,
+        " ms",
+    ),
+    (
+        "arbitration: added to a wake word start, one box silent, p50",
+        _arbitration("start", "added_ms", "detect_one_silent", "p50"),
+        "<=",
+        ARBITRATION_WINDOW * 1000,
+        " ms",
+    ),
+    (
         "arbitration: added to a start without detect, p50",
         _arbitration("start", "added_ms", "no_detect", "p50"),
         "<=",
@@ -295,6 +323,13 @@ TARGETS: list[tuple[str, Getter, str, float, str]] = [
         "<",
         50.0,
         " ms",
+    ),
+    (
+        "slow callbacks of ours (> 20 ms on the loop), every scenario",
+        _slow_callbacks,
+        "==",
+        0.0,
+        "",
     ),
     (
         "voice: a conversation's CPU, share of one core",
@@ -704,6 +739,32 @@ def arbitration_rows(data: dict[str, Any]) -> list[str]:
     return rows
 
 
+def _slow_rows(scenarios: list[tuple[str, dict[str, Any]]]) -> list[str]:
+    """Return, per scenario, the callbacks that held the loop past 20 ms."""
+    rows = [
+        (
+            "Slow callbacks (> 20 ms on the event loop): ours that ran long / ours "
+            "that waited for a core / all (collections)"
+        )
+    ]
+    for label, slow in scenarios:
+        rows.append(
+            f"  {label}: {slow['ours']} / {slow['ours_starved']} / {slow['slow']} "
+            f"({slow['gc']}) of {slow['callbacks']} callbacks"
+        )
+        rows += [
+            f"    ours{'' if named['ran_long'] else ', waited'}: {named['what']} "
+            f"x{named['count']}, up to {named['max_ms']} ms "
+            f"({named['its_cpu_ms']} ms of it on the CPU)"
+            for named in slow["named"]
+        ]
+        rows += [
+            f"    other: {other['what']} at {other['at']}, {other['ms']} ms"
+            for other in slow["others"][:3]
+        ]
+    return rows
+
+
 def format_report(results: dict[str, Any]) -> str:
     """Return the human-readable table of a run."""
     meta = results["meta"]
@@ -744,6 +805,8 @@ def format_report(results: dict[str, Any]) -> str:
         rows += [*_media(results["media"]), ""]
     if "soak" in results:
         rows += [*_soak(results["soak"]), ""]
+    if scenarios := _scenarios(results):
+        rows += [*_slow_rows(scenarios), ""]
     for title, gated, word in (
         ("Reported (not gated)", False, "expected"),
         ("Targets", True, "target"),

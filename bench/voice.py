@@ -53,13 +53,13 @@ def codec_cpu(seconds: float) -> dict[str, Any]:
     uplink = mic.frames(tone(300, seconds) + silence(seconds))
     reply = wav_bytes(tone(880, seconds, 22050), 22050)
 
-    start = time.process_time()
+    start = time.thread_time()
     decoder = OpusDecoder()
     for packet in uplink:
         decoder.decode(packet)
-    decode = (time.process_time() - start) / (2 * seconds)
+    decode = (time.thread_time() - start) / (2 * seconds)
 
-    start = time.process_time()
+    start = time.thread_time()
     reader = WavReader()
     converter: PcmConverter | None = None
     encoder = OpusEncoder()
@@ -71,7 +71,7 @@ def codec_cpu(seconds: float) -> dict[str, Any]:
             converter = PcmConverter(reader.format.sample_rate, 1, 24000)
         encoder.encode(converter.convert(samples))
     encoder.flush()
-    encode = (time.process_time() - start) / seconds
+    encode = (time.thread_time() - start) / seconds
     return {
         "audio_s": seconds,
         "uplink_decode": decode,
@@ -283,7 +283,9 @@ async def measure(
     *, codec_seconds: float, turns: int, conversations: int
 ) -> dict[str, Any]:
     """Run the three voice measurements on one Home Assistant."""
-    results: dict[str, Any] = {"codec": codec_cpu(codec_seconds)}
+    # Measured on a thread of its own: the loop is not held meanwhile.
+    codec = await asyncio.to_thread(codec_cpu, codec_seconds)
+    results: dict[str, Any] = {"codec": codec}
     with tempfile.TemporaryDirectory(prefix="xiaozhi-bench-tts-") as cache:
         async with home_assistant() as home:
             voice = await _setup_voice(home, Path(cache))
