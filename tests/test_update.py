@@ -60,6 +60,7 @@ class ReleaseServer:
     files: dict[str, bytes] = field(default_factory=dict)
     failing: bool = False
     asked: int = 0
+    downloads: int = 0
 
     def url(self, path: str = "/releases") -> str:
         """Return the absolute URL of ``path``."""
@@ -114,6 +115,7 @@ async def release_server(socket_enabled: None) -> AsyncGenerator[ReleaseServer]:
         return web.json_response(holder.releases)
 
     async def download(request: web.Request) -> web.Response:
+        holder.downloads += 1
         content = holder.files.get(request.match_info["name"])
         if content is None:
             return web.Response(status=404)
@@ -660,6 +662,40 @@ async def test_a_refused_flash_over_websocket_fails_without_a_check_in(
     result = init_integration.runtime_data.installer.result
     assert result is not None
     assert (result.version, result.outcome) == ("2.6.0", "failed")
+
+
+async def test_a_release_is_downloaded_once_for_the_boxes_that_install_it(
+    hass: HomeAssistant,
+    init_integration: MockConfigEntry,
+    simulators: Callable[..., SimulatedDevice],
+    release_server: ReleaseServer,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Tried again (or by another box of the board), the image is not fetched anew.
+
+    A download that failed is not kept: the next install fetches it again.
+    """
+    monkeypatch.setattr(installer, "RESTART_TIMEOUT", 0.5)
+
+    def refuse(_data: bytes, _chip: str) -> str:
+        raise ValueError("checksum mismatch")
+
+    monkeypatch.setattr(simulated_device, "read_image", refuse)
+    name = f"v2.6.0_{BOARD}.zip"
+    release_server.add("2.6.0", {name: board_zip("2.6.0")})
+    content = release_server.files.pop(name)  # not there yet: 404
+    device = await online(init_integration, simulators)
+    await checked(hass)
+    with pytest.raises(HomeAssistantError) as err:
+        await install_version(hass)
+    assert err.value.translation_key == "firmware_download_failed"
+    release_server.files[name] = content
+    for _ in range(2):
+        with pytest.raises(HomeAssistantError) as err:
+            await install_version(hass)
+        assert err.value.translation_key == "firmware_not_confirmed"
+    assert device.upgrades == [(None, "checksum mismatch")] * 2
+    assert release_server.downloads == 2  # the failure, then once for both
 
 
 async def test_a_download_that_breaks_off_fails_at_once(

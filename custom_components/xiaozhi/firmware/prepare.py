@@ -1,14 +1,16 @@
 """Preparing an install: the image, downloaded and checked for the device.
 
 Before anything reaches the device, its board's zip is downloaded and the
-application image cut out of it is checked for the device (``protocol/
-ota_image.py``); a file of the user's own gets the same checks. The
-installer (``installer.py``) then serves it.
+application image cut out of it (once for every box of that board,
+``releases.py``) is checked for the device (``protocol/ota_image.py``); a
+file of the user's own gets the same checks. The installer
+(``installer.py``) then serves it.
 """
 
 from collections.abc import Callable
 
 from homeassistant.core import HomeAssistant
+from homeassistant.exceptions import HomeAssistantError
 
 from ..const import LOGGER
 from ..errors import translated_error
@@ -16,9 +18,7 @@ from ..protocol.ota_image import (
     AppImage,
     DeviceHardware,
     FirmwareRefusedError,
-    app_from_merged,
     check_image,
-    merged_binary,
     read_firmware_file,
 )
 from .releases import Release, ReleaseCoordinator, async_fetch_firmware
@@ -28,15 +28,6 @@ def _checked(image: AppImage, version: str, hardware: DeviceHardware) -> AppImag
     """Return ``image`` if it is ``version`` of xiaozhi, right for the device."""
     check_image(image, version=version, chip=hardware.chip, slots=list(hardware.slots))
     return image
-
-
-def checked_image(archive: bytes, version: str, hardware: DeviceHardware) -> AppImage:
-    """Return a release zip's application image if it is right for the device.
-
-    Raises FirmwareRefusedError. CPU-bound (unzipping): run it in the
-    executor.
-    """
-    return _checked(app_from_merged(merged_binary(archive)), version, hardware)
 
 
 def checked_own_image(data: bytes, hardware: DeviceHardware) -> AppImage:
@@ -60,8 +51,13 @@ async def _async_check[*Ts](
     try:
         return await hass.async_add_executor_job(check, *args)
     except FirmwareRefusedError as err:
-        LOGGER.warning("Firmware %s refused for %s: %s", what, name, err)
-        raise translated_error(str(err.reason), name, detail=err.detail) from err
+        raise _refused(name, what, err) from err
+
+
+def _refused(name: str, what: str, err: FirmwareRefusedError) -> HomeAssistantError:
+    """Log a refusal and return its translated error."""
+    LOGGER.warning("Firmware %s refused for %s: %s", what, name, err)
+    return translated_error(str(err.reason), name, detail=err.detail)
 
 
 async def async_prepare(
@@ -79,10 +75,11 @@ async def async_prepare(
         raise translated_error(
             "firmware_no_asset", name, version=release.version, board=hardware.board
         )
-    archive = await source.async_download(asset)
-    return await _async_check(
-        hass, name, asset.name, checked_image, archive, release.version, hardware
-    )
+    try:
+        image = await source.async_image(asset)
+        return _checked(image, release.version, hardware)
+    except FirmwareRefusedError as err:
+        raise _refused(name, asset.name, err) from err
 
 
 async def async_prepare_own(

@@ -15,20 +15,26 @@ Python packages are (``2.7.0-beta`` < ``2.7.0-beta.2`` < ``2.7.0-rc1`` <
 
 import asyncio
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 import json
 from typing import Any, Final, override
 
 import aiohttp
-from homeassistant.core import HomeAssistant
+from homeassistant.core import CALLBACK_TYPE, HomeAssistant, callback
 from homeassistant.exceptions import HomeAssistantError
 from homeassistant.helpers.aiohttp_client import async_get_clientsession
+from homeassistant.helpers.event import async_call_later
 from homeassistant.helpers.update_coordinator import DataUpdateCoordinator, UpdateFailed
 from packaging.version import InvalidVersion, Version
 
 from ..const import DOMAIN, LOGGER
 from ..download import async_describe_failure, async_download, describe_failure
-from ..protocol.ota_image import MAX_FIRMWARE_BYTES
+from ..protocol.ota_image import (
+    MAX_FIRMWARE_BYTES,
+    AppImage,
+    app_from_merged,
+    merged_binary,
+)
 from ..settings import server_settings_of
 
 CHECK_INTERVAL: Final = timedelta(hours=6)
@@ -37,6 +43,8 @@ FRESH_FOR: Final = timedelta(minutes=15)
 LIST_TIMEOUT: Final = 30.0
 DOWNLOAD_TIMEOUT: Final = 300.0
 MAX_LIST_BYTES: Final = 4 * 1024 * 1024
+# A release image read for one box is kept this long for the others.
+IMAGE_KEPT: Final = timedelta(minutes=10)
 MAX_NOTES: Final = 20_000
 LIST_HEADERS: Final = {"Accept": "application/vnd.github+json"}
 
@@ -193,6 +201,9 @@ class ReleaseCoordinator(DataUpdateCoordinator[list[Release] | None]):
             always_update=False,
         )
         self._checked: tuple[float, str, bool] | None = None
+        # Release images read lately, or being read, by asset URL.
+        self._images: dict[str, asyncio.Task[AppImage]] = {}
+        self._expiries: dict[str, CALLBACK_TYPE] = {}
 
     @override
     async def _async_update_data(self) -> list[Release] | None:
@@ -230,11 +241,55 @@ class ReleaseCoordinator(DataUpdateCoordinator[list[Release] | None]):
         """Return the release of ``version``, if it is known."""
         return next((item for item in self.data or [] if item.version == version), None)
 
-    async def async_download(self, asset: Asset) -> bytes:
-        """Return an asset's bytes; raise ``firmware_download_failed``."""
+    async def async_image(self, asset: Asset) -> AppImage:
+        """Return the application image of a release's asset.
+
+        Raises ``firmware_download_failed``, or FirmwareRefusedError when the
+        zip holds no image. Boxes of one board updating together share one
+        download and one unzip (in the executor), kept for
+        :data:`IMAGE_KEPT` once read; a failure is not kept.
+        """
         if asset.size > MAX_FIRMWARE_BYTES:
             raise _download_failed(asset.name, f"{asset.size} bytes")
-        return await async_fetch_firmware(self.hass, asset.url, asset.name)
+        reading = self._images.get(asset.url)
+        if reading is None:
+            reading = self._images[asset.url] = self.hass.async_create_background_task(
+                self._async_read_image(asset), f"xiaozhi firmware {asset.name}"
+            )
+            reading.add_done_callback(lambda done: self._keep(asset.url, done))
+        return await asyncio.shield(reading)
+
+    async def _async_read_image(self, asset: Asset) -> AppImage:
+        archive = await async_fetch_firmware(self.hass, asset.url, asset.name)
+        return await self.hass.async_add_executor_job(release_image, archive)
+
+    def _keep(self, url: str, done: asyncio.Task[AppImage]) -> None:
+        """Keep a read image a while; forget a failure at once."""
+        if done.cancelled() or done.exception() is not None:
+            self._images.pop(url, None)
+            return
+
+        @callback
+        def forget(_now: datetime) -> None:
+            self._expiries.pop(url, None)
+            if self._images.get(url) is done:
+                del self._images[url]
+
+        self._expiries[url] = async_call_later(self.hass, IMAGE_KEPT, forget)
+
+    @override
+    async def async_shutdown(self) -> None:
+        """Stop checking, and let go of the images kept."""
+        await super().async_shutdown()
+        for cancel in self._expiries.values():
+            cancel()
+        self._expiries.clear()
+        self._images.clear()
+
+
+def release_image(archive: bytes) -> AppImage:
+    """Return the application image of a release zip (CPU-bound: unzipping)."""
+    return app_from_merged(merged_binary(archive))
 
 
 async def async_fetch_firmware(
