@@ -67,6 +67,19 @@ class XiaozhiAssistSatellite(XiaozhiEntity, AssistSatelliteEntity):
         super().__init__(runtime, "assist_satellite")
         self._conversation = runtime.conversation
 
+    @property
+    @override
+    def supported_features(self) -> AssistSatelliteEntityFeature:
+        """Return what the satellite can do now: speak only to a connected device.
+
+        A WebSocket device away as planned keeps its state, but nothing can
+        reach it until it dials: an announcement to it says the action is
+        not supported now, and Home Assistant's broadcast leaves it out.
+        """
+        if self.runtime.connected:
+            return self._attr_supported_features
+        return AssistSatelliteEntityFeature(0)
+
     @override
     async def async_added_to_hass(self) -> None:
         """Serve the device's conversation and its timers."""

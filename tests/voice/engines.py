@@ -261,10 +261,6 @@ class _EnginesFlow(ConfigFlow):
     """The mock integration needs a config flow to have entries."""
 
 
-class _EnginesFlow(ConfigFlow):
-    """The mock integration needs a config flow to have entries."""
-
-
 @contextmanager
 def tts_cache_in(directory: Path) -> Generator[None]:
     """Keep text-to-speech files in ``directory``."""
