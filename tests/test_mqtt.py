@@ -25,9 +25,10 @@ from pytest_homeassistant_custom_component.typing import ClientSessionGenerator
 
 from custom_components.xiaozhi.const import DOMAIN
 from custom_components.xiaozhi.domain_data import DATA_KEY
+from custom_components.xiaozhi.protocol.mqtt.link import MqttLink
 from custom_components.xiaozhi.protocol.mqtt.packets import Connect, encode_connect
+from custom_components.xiaozhi.protocol.ota import topics
 from custom_components.xiaozhi.settings import ServerSettings, Transport
-from custom_components.xiaozhi.transport.mqtt import MqttLink, topics
 from simulator import SimulatedDevice
 from tests.conftest import (
     LOOPBACK_OTA_URL,

@@ -16,8 +16,8 @@ from custom_components.xiaozhi.pairing.manager import (
     board_identifier,
     device_name,
     network_of,
-    normalize_client_id,
 )
+from custom_components.xiaozhi.protocol.http import normalize_client_id
 
 MAC = "aa:bb:cc:dd:ee:01"
 

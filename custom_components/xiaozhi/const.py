@@ -3,6 +3,8 @@
 import logging
 from typing import Final
 
+from .protocol.http import MAX_BODY
+
 DOMAIN: Final = "xiaozhi"
 LOGGER = logging.getLogger(__package__)
 
@@ -40,7 +42,6 @@ DEFAULT_FALSE_WAKE_CHECK: Final = False
 # TLS with a publicly trusted certificate.
 DEFAULT_MQTT_PORT: Final = 1885
 DEFAULT_UDP_PORT: Final = 1886
-MQTT_KEEPALIVE: Final = 120  # seconds; the device pings about every 60
 MAX_MQTT_PACKET: Final = 256 * 1024
 
 # Device conversation timings (seconds).
@@ -55,12 +56,10 @@ MAX_CODE_ATTEMPTS: Final = 5
 # device is one address, so one address gets a few; all together get more.
 MAX_PENDING_DEVICES: Final = 64
 MAX_PENDING_PER_ADDRESS: Final = 4
-MAX_CLIENT_ID: Final = 64
 WAIT_FOR_DEVICE_TIMEOUT: Final = 900.0
 
 # Limits on what a device or a client may send.
-MAX_OTA_BODY: Final = 64 * 1024
-MAX_WS_MESSAGE: Final = 1024 * 1024
+MAX_OTA_BODY: Final = MAX_BODY
 MAX_PHOTO_BYTES: Final = 2 * 1024 * 1024
 
 # Fired on the bus for every device event.

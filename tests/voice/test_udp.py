@@ -21,8 +21,8 @@ from custom_components.xiaozhi.protocol.audio.pacing import (
     TTS_START_SETTLE,
 )
 from custom_components.xiaozhi.protocol.mqtt import udp
+from custom_components.xiaozhi.protocol.mqtt.link import MqttLink
 from custom_components.xiaozhi.runtime import XiaozhiRuntime
-from custom_components.xiaozhi.transport.mqtt import MqttLink
 from simulator import SimulatedDevice
 from simulator.voice import MicEncoder, dominant_frequency, silence, tone
 from tests.conftest import LOOPBACK_OTA_URL, wait_for_runtime

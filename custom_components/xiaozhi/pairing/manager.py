@@ -28,14 +28,11 @@ from ..const import (
     CODE_TTL,
     DOMAIN,
     LOGGER,
-    MAX_CLIENT_ID,
     MAX_CODE_ATTEMPTS,
     MAX_PENDING_DEVICES,
     MAX_PENDING_PER_ADDRESS,
 )
 
-_MAC = re.compile(r"^[0-9a-f]{2}([:-]?)[0-9a-f]{2}(\1[0-9a-f]{2}){4}$")
-_CLIENT_ID = re.compile(r"^[\x21-\x7e]+$")
 _BOARD_IDENTIFIER = re.compile(r"^[A-Za-z0-9]+(-[A-Za-z0-9]+)*$")
 _DIGIT_RUN = re.compile(r"[0-9]{3,}")
 MAX_BOARD_IDENTIFIER = 32
@@ -71,27 +68,6 @@ def device_name(mac: str, board: str | None) -> str:
     if (identifier := board_identifier(board)) is not None:
         name += f" ({identifier})"
     return name
-
-
-def normalize_mac(value: str | None) -> str | None:
-    """Return ``aa:bb:cc:dd:ee:ff`` for any common MAC spelling, else None."""
-    if value is None:
-        return None
-    value = value.strip().lower()
-    if not _MAC.match(value):
-        return None
-    digits = value.replace(":", "").replace("-", "")
-    return ":".join(digits[i : i + 2] for i in range(0, 12, 2))
-
-
-def normalize_client_id(value: str | None) -> str | None:
-    """Return a usable ``Client-Id`` (printable, no spaces, bounded), else None."""
-    if value is None:
-        return None
-    value = value.strip()
-    if not 0 < len(value) <= MAX_CLIENT_ID or not _CLIENT_ID.match(value):
-        return None
-    return value
 
 
 def same_secret(stored: str | None, given: str | None) -> bool:

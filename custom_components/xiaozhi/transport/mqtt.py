@@ -17,7 +17,6 @@ Client-Id. Wrong ones count towards the address's failed logins
 import asyncio
 from dataclasses import dataclass
 import errno
-import logging
 from types import MappingProxyType
 from typing import Any, Final
 
@@ -31,7 +30,6 @@ from ..const import (
     DOMAIN,
     LOGGER,
     MAX_MQTT_PACKET,
-    MQTT_KEEPALIVE,
 )
 from ..pairing.identity import (
     Credentials,
@@ -40,13 +38,12 @@ from ..pairing.identity import (
     authenticate,
     loaded_runtimes,
 )
-from ..pairing.manager import normalize_client_id, normalize_mac
-from ..protocol import DeviceSession
-from ..protocol.audio.preroll import Heard
-from ..protocol.messages import DeviceHello
+from ..protocol.http import normalize_client_id, normalize_mac
+from ..protocol.mqtt.link import MqttLink
 from ..protocol.mqtt.packets import Connect, ConnectReturn
 from ..protocol.mqtt.server import MqttConnection, MqttServer
-from ..protocol.mqtt.udp import AudioChannel, UdpEndpoint
+from ..protocol.mqtt.udp import UdpEndpoint
+from ..protocol.ota import mqtt_block
 from ..runtime import XiaozhiConfigEntry
 from ..settings import ServerSettings, Transport
 from ..texts import async_device_text
@@ -64,12 +61,6 @@ PORT_FAILURES: Final = {
     "EPERM": "port_not_permitted",
     "EADDRNOTAVAIL": "port_no_address",
 }
-
-
-def topics(mac: str) -> tuple[str, str]:
-    """Return the device's publish topic and the one Home Assistant uses."""
-    name = mac.replace(":", "")
-    return f"xiaozhi/{name}/up", f"xiaozhi/{name}/down"
 
 
 @dataclass(slots=True)
@@ -274,20 +265,15 @@ class DeviceEndpoints:
         the endpoint at its first colon, so an IPv6 literal cannot be used.
         """
         mqtt, udp = self.mqtt, self.udp
-        if mqtt is None or udp is None or not host or ":" in host:
+        if mqtt is None or mqtt.port is None or udp is None or host is None:
             return None
-        up, down = topics(entry.data[CONF_MAC])
-        return {
-            "endpoint": f"{host}:{mqtt.port}",
-            "client_id": entry.data.get(CONF_CLIENT_ID) or client_id,
-            "username": entry.data[CONF_MAC],
-            "password": entry.data[CONF_TOKEN],
-            "keepalive": MQTT_KEEPALIVE,
-            "publish_topic": up,
-            # Not read by current firmware, which never subscribes; firmware
-            # 0.8 - 1.0 subscribed to it and failed without it.
-            "subscribe_topic": down,
-        }
+        return mqtt_block(
+            host,
+            mqtt.port,
+            mac=entry.data[CONF_MAC],
+            client_id=entry.data.get(CONF_CLIENT_ID) or client_id,
+            token=entry.data[CONF_TOKEN],
+        )
 
     # --- logins (MqttAuthenticator) ---------------------------------------
 
@@ -316,8 +302,15 @@ class DeviceEndpoints:
         async_bind(self.hass, entry, client_id)
         self._logins.succeeded(connection.peer)
         runtime = entry.runtime_data
-        up, down = topics(runtime.entry_data.mac)
-        link = MqttLink(self, connection, up, down, identity=entry.entry_id)
+        link = MqttLink(
+            connection,
+            runtime.entry_data.mac,
+            lambda: self.udp,
+            identity=entry.entry_id,
+            spawn=lambda lost: self.hass.async_create_background_task(
+                lost, "xiaozhi MQTT session ended"
+            ),
+        )
         base = device_base_url(
             self.hass, f"http://{connection.local}:{self.hass.http.server_port}"
         )
@@ -348,109 +341,6 @@ _CONNACK: Final = MappingProxyType(
         Refusal.NOT_LOADED: ConnectReturn.SERVER_UNAVAILABLE,
     }
 )
-
-
-class MqttLink:
-    """A device's MQTT connection and UDP audio channel, as its session's link."""
-
-    transport = "mqtt"
-    always_on = True
-
-    def __init__(
-        self,
-        endpoints: DeviceEndpoints,
-        connection: MqttConnection,
-        topic_up: str,
-        topic_down: str,
-        *,
-        identity: str,
-    ) -> None:
-        """Wrap a logged-in connection of the device ``identity`` (its entry)."""
-        self._endpoints = endpoints
-        self.identity = identity
-        self._connection = connection
-        self._topic_up = topic_up
-        self._topic_down = topic_down
-        self._channel: AudioChannel | None = None
-        self._foreign_topics = 0
-        self.session: DeviceSession | None = None
-
-    @property
-    def remote(self) -> str | None:
-        """Return the device's address."""
-        return self._connection.peer
-
-    @property
-    def channel(self) -> AudioChannel | None:
-        """Return the open audio channel, if any."""
-        return self._channel
-
-    def open_audio(self, hello: DeviceHello) -> dict[str, Any]:
-        """Open a UDP channel with a fresh key; return the hello's fields."""
-        self.close_audio()
-        udp = self._endpoints.udp
-        if udp is None or udp.port is None:
-            LOGGER.warning("The UDP audio endpoint is down: no audio channel")
-            return {"transport": "udp"}
-        frame_ms = hello.audio_params.get("frame_duration")
-        self._channel = udp.open_channel(
-            self._connection.peer,
-            self._audio,
-            float(frame_ms) if isinstance(frame_ms, int | float) else None,
-        )
-        return {
-            "transport": "udp",
-            "udp": self._channel.hello_fields(self._connection.local, udp.port),
-        }
-
-    def close_audio(self) -> None:
-        """Close the audio channel."""
-        if self._channel is not None:
-            self._channel.close()
-            self._channel = None
-
-    async def send_text(self, text: str) -> None:
-        """Publish a message to the device's connection."""
-        self._connection.publish(self._topic_down, text.encode())
-
-    async def send_audio(self, payload: bytes, timestamp: int) -> None:
-        """Send an Opus packet on the audio channel, once the device is heard."""
-        if self._channel is None:
-            raise ConnectionError("no audio channel")
-        await self._channel.send_when_heard(payload, timestamp)
-
-    async def close(self, message: str) -> None:
-        """Close the MQTT connection."""
-        LOGGER.debug("Closing MQTT connection of %s: %s", self.remote, message)
-        self._connection.close()
-
-    # --- MqttClient -------------------------------------------------------
-
-    def mqtt_message(self, topic: str, payload: bytes) -> None:
-        """Take what the device published to its own topic."""
-        session = self.session
-        if session is None:
-            return
-        if topic != self._topic_up:
-            self._foreign_topics += 1
-            level = logging.WARNING if self._foreign_topics == 1 else logging.DEBUG
-            LOGGER.log(
-                level, "Ignoring a message from %s to topic %r", self.remote, topic
-            )
-            return
-        session.feed_text(payload.decode("utf-8", "replace"))
-
-    def mqtt_closed(self) -> None:
-        """Close the audio channel and end the session."""
-        self.close_audio()
-        if (session := self.session) is not None:
-            self._endpoints.hass.async_create_background_task(
-                session.connection_lost(), "xiaozhi MQTT session ended"
-            )
-
-    def _audio(self, payload: bytes, heard: Heard) -> None:
-        if (session := self.session) is not None:
-            session.feed_audio(payload, heard)
 
 
 @callback

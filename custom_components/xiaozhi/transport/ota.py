@@ -9,7 +9,6 @@ address: 202 pending, 200 once the user entered it.
 :class:`CheckIns` builds every answer; the views only adapt HTTP.
 """
 
-from dataclasses import dataclass
 from enum import StrEnum
 from functools import partial
 from http import HTTPStatus
@@ -25,38 +24,18 @@ from yarl import URL
 from ..const import CONF_TOKEN, DOMAIN, URL_ACTIVATE, URL_OTA
 from ..pairing.identity import client_matches, loaded_runtime
 from ..pairing.manager import PairingManager
+from ..protocol.http import error_response
+from ..protocol.ota import (
+    CheckIn,
+    activation_block,
+    read_check_in,
+    server_time,
+    websocket_block,
+)
 from ..protocol.ota_image import DeviceHardware
-from .http import client_id, device_mac, error_response, read_json
 from .mqtt import DeviceEndpoints
 from .uploads import UploadViews
 from .urls import device_base_url, websocket_url
-
-MAX_BOARD_NAME: Final = 64
-MAX_FIRMWARE: Final = 32
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class CheckIn:
-    """A device's OTA check: its identity and what it says about itself."""
-
-    mac: str
-    client_id: str
-    address: str
-    info: dict[str, Any]
-    user_agent: str
-
-    def describe(self) -> tuple[str, str]:
-        """Return the board name and firmware version the device reports."""
-        board = self.info.get("board")
-        application = self.info.get("application")
-        name: Any = None
-        if isinstance(board, dict):
-            name = board.get("name") or board.get("type")
-        version = application.get("version") if isinstance(application, dict) else None
-        agent_board, _, agent_version = self.user_agent.partition("/")
-        board_name = name if isinstance(name, str) and name else agent_board or "device"
-        firmware = version if isinstance(version, str) and version else agent_version
-        return board_name[:MAX_BOARD_NAME], firmware[:MAX_FIRMWARE]
 
 
 class Refused(StrEnum):
@@ -65,20 +44,6 @@ class Refused(StrEnum):
     IGNORED = "Device is ignored"
     DISABLED = "Device is disabled"
     TOO_MANY = "Too many devices are waiting to pair"
-
-
-def _server_time() -> dict[str, int]:
-    now = dt_util.now()
-    offset = now.utcoffset()
-    return {
-        "timestamp": int(now.timestamp() * 1000),
-        "timezone_offset": int(offset.total_seconds() // 60) if offset else 0,
-    }
-
-
-def websocket_block(base: str, token: str) -> dict[str, Any]:
-    """Return the answer's ``websocket`` block for a device with ``token``."""
-    return {"url": websocket_url(base), "token": token, "version": 1}
 
 
 class CheckIns:
@@ -114,7 +79,7 @@ class CheckIns:
         self, hass: HomeAssistant, check_in: CheckIn, base: str
     ) -> dict[str, Any] | Refused:
         """Return the OTA answer for a device that reached us at ``base``."""
-        answer: dict[str, Any] = {"server_time": _server_time()}
+        answer: dict[str, Any] = {"server_time": server_time(dt_util.now())}
         entry = hass.config_entries.async_entry_for_domain_unique_id(
             DOMAIN, check_in.mac
         )
@@ -133,7 +98,9 @@ class CheckIns:
                 )
                 if mqtt is not None:
                     answer["mqtt"] = mqtt
-                answer["websocket"] = websocket_block(base, entry.data[CONF_TOKEN])
+                answer["websocket"] = websocket_block(
+                    websocket_url(base), entry.data[CONF_TOKEN]
+                )
                 return answer
         board, firmware = check_in.describe()
         pending = self._pairing.check_in(
@@ -145,16 +112,16 @@ class CheckIns:
         )
         if pending is None:
             return Refused.TOO_MANY
-        answer["activation"] = {
-            "code": pending.code,
-            "message": f"Home Assistant\n{pending.code}",
-            "challenge": pending.challenge,
-            "timeout_ms": int(pending.remaining() * 1000),
-        }
+        answer["activation"] = activation_block(
+            pending.code,
+            pending.challenge,
+            pending.remaining(),
+            f"Home Assistant\n{pending.code}",
+        )
         # Clients that connect before they are paired (xiaozhi-sdk) need a link
         # now; it is restricted to showing the code until the user enters it,
         # and then its token is the device's.
-        answer["websocket"] = websocket_block(base, pending.token)
+        answer["websocket"] = websocket_block(websocket_url(base), pending.token)
         return answer
 
     def activation_pending(
@@ -179,33 +146,6 @@ _REFUSED_STATUS: Final = {
 }
 
 
-async def _read_check_in(request: web.Request) -> CheckIn | web.Response:
-    """Return the check-in of an OTA or activation request, or the error.
-
-    Both headers are required: a device is its MAC and its Client-Id.
-    """
-    mac = device_mac(request)
-    if mac is None:
-        return error_response(
-            HTTPStatus.BAD_REQUEST, "Missing or invalid Device-Id header"
-        )
-    client = client_id(request)
-    if client is None:
-        return error_response(
-            HTTPStatus.BAD_REQUEST, "Missing or invalid Client-Id header"
-        )
-    info = await read_json(request)
-    if isinstance(info, web.Response):
-        return info
-    return CheckIn(
-        mac=mac,
-        client_id=client,
-        address=request.remote or "unknown",
-        info=info,
-        user_agent=request.headers.get("User-Agent", ""),
-    )
-
-
 class OtaView(HomeAssistantView):
     """The device's OTA check: pairing codes and, once paired, its link."""
 
@@ -221,7 +161,7 @@ class OtaView(HomeAssistantView):
     async def post(self, request: web.Request) -> web.Response:
         """Answer a device's check-in."""
         hass = request.app[KEY_HASS]
-        check_in = await _read_check_in(request)
+        check_in = await read_check_in(request)
         if isinstance(check_in, web.Response):
             return check_in
         base = device_base_url(hass, str(request.url.origin()))
@@ -245,7 +185,7 @@ class ActivateView(HomeAssistantView):
     async def post(self, request: web.Request) -> web.Response:
         """Tell the device whether the user entered its code."""
         hass = request.app[KEY_HASS]
-        check_in = await _read_check_in(request)
+        check_in = await read_check_in(request)
         if isinstance(check_in, web.Response):
             return check_in
         pending = self._check_ins.activation_pending(

@@ -30,9 +30,9 @@ from ..const import (
 )
 from ..pairing.identity import client_matches, loaded_runtime
 from ..pairing.manager import same_secret
+from ..protocol.http import bearer_token, client_id, device_mac, error_response
 from ..runtime import XiaozhiRuntime
 from ..speaker.channel import Sound
-from .http import bearer_token, client_id, device_mac, error_response
 from .logins import FailedLogins
 
 JPEG_MAGIC: Final = b"\xff\xd8\xff"

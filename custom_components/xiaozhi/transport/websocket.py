@@ -7,24 +7,18 @@ a time. Wrong credentials count towards the address's failed logins.
 """
 
 from http import HTTPStatus
-from typing import Any, Final
+from typing import Final
 
-from aiohttp import WSMsgType, web
+from aiohttp import web
 from homeassistant.helpers.http import KEY_HASS, HomeAssistantView
 
-from ..const import LOGGER, MAX_OTA_BODY, MAX_WS_MESSAGE, URL_WEBSOCKET
+from ..const import LOGGER, MAX_OTA_BODY, URL_WEBSOCKET
 from ..pairing.identity import Credentials, Refusal, async_bind, authenticate
 from ..pairing.manager import PairingManager
 from ..pairing.unpaired import UnpairedHandler
-from ..protocol import (
-    DeviceSession,
-    ProtocolError,
-    pack_audio,
-    parse_protocol_version,
-    unpack_audio,
-)
-from ..protocol.messages import DeviceHello
-from .http import bearer_token, client_id, device_mac, error_response
+from ..protocol import DeviceSession, parse_protocol_version
+from ..protocol.http import bearer_token, client_id, device_mac, error_response
+from ..protocol.websocket import WebSocketLink, serve_device
 from .logins import FailedLogins
 from .uploads import UploadViews
 from .urls import device_base_url
@@ -39,45 +33,6 @@ _REFUSALS: Final = {
         "Device is not loaded in Home Assistant",
     ),
 }
-
-
-class WebSocketLink:
-    """A device's WebSocket, as the session's link."""
-
-    transport = "websocket"
-    always_on = False
-
-    def __init__(
-        self, ws: web.WebSocketResponse, remote: str | None, protocol_version: int
-    ) -> None:
-        """Wrap a prepared WebSocket."""
-        self._ws = ws
-        self._remote = remote
-        self.protocol_version = protocol_version
-
-    @property
-    def remote(self) -> str | None:
-        """Return the device's address."""
-        return self._remote
-
-    def open_audio(self, hello: DeviceHello) -> dict[str, Any]:
-        """Return what the server hello says: audio flows on this WebSocket."""
-        return {"transport": "websocket"}
-
-    def close_audio(self) -> None:
-        """Nothing to close apart from the WebSocket itself."""
-
-    async def send_text(self, text: str) -> None:
-        """Send a text frame."""
-        await self._ws.send_str(text)
-
-    async def send_audio(self, payload: bytes, timestamp: int) -> None:
-        """Send an Opus packet framed for the connection's protocol version."""
-        await self._ws.send_bytes(pack_audio(payload, self.protocol_version, timestamp))
-
-    async def close(self, message: str) -> None:
-        """Close the WebSocket."""
-        await self._ws.close(code=1000, message=message.encode()[:120])
 
 
 class DeviceWebSocketView(HomeAssistantView):
@@ -113,22 +68,21 @@ class DeviceWebSocketView(HomeAssistantView):
                     HTTPStatus.CONFLICT, "This client is connected already"
                 )
             pending.linked = True
-            try:
-                ws = await self._prepare(request, MAX_OTA_BODY)
+
+            def unpaired(link: WebSocketLink) -> DeviceSession:
                 LOGGER.info(
                     "%s connected before it is paired; showing its code",
                     pending.name,
                 )
                 handler = UnpairedHandler(hass, pending)
                 session = DeviceSession(
-                    WebSocketLink(ws, request.remote, version),
-                    handler,
-                    vision_url="",
-                    keepalive_interval=None,
-                    mcp=False,
+                    link, handler, vision_url="", keepalive_interval=None, mcp=False
                 )
                 handler.attach(session)
-                return await self._serve(ws, session, version)
+                return session
+
+            try:
+                return await serve_device(request, unpaired, max_message=MAX_OTA_BODY)
             finally:
                 pending.linked = False
         if isinstance(entry, Refusal):
@@ -139,49 +93,15 @@ class DeviceWebSocketView(HomeAssistantView):
         async_bind(hass, entry, client)
         logins.succeeded(request.remote)
         runtime = entry.runtime_data
-        ws = await self._prepare(request, MAX_WS_MESSAGE)
-        LOGGER.debug("%s opened a WebSocket from %s", runtime.name, request.remote)
         base = device_base_url(hass, str(request.url.origin()))
-        session = runtime.async_open_session(
-            WebSocketLink(ws, request.remote, version),
-            self._uploads.for_device(base, runtime.entry_data.mac),
-            client_id=client,
-            protocol_version=version,
-        )
-        return await self._serve(ws, session, version)
 
-    @staticmethod
-    async def _prepare(request: web.Request, max_message: int) -> web.WebSocketResponse:
-        # No WebSocket heartbeat: some firmware does not answer pings.
-        ws = web.WebSocketResponse(
-            heartbeat=None,
-            autoping=True,
-            compress=False,
-            max_msg_size=max_message,
-            timeout=2.0,
-        )
-        await ws.prepare(request)
-        return ws
+        def paired(link: WebSocketLink) -> DeviceSession:
+            LOGGER.debug("%s opened a WebSocket from %s", runtime.name, request.remote)
+            return runtime.async_open_session(
+                link,
+                self._uploads.for_device(base, runtime.entry_data.mac),
+                client_id=client,
+                protocol_version=version,
+            )
 
-    @staticmethod
-    async def _serve(
-        ws: web.WebSocketResponse, session: DeviceSession, version: int
-    ) -> web.WebSocketResponse:
-        """Feed the session what arrives until the WebSocket closes."""
-        session.start()
-        try:
-            async for message in ws:
-                if message.type is WSMsgType.TEXT:
-                    session.feed_text(message.data)
-                elif message.type is WSMsgType.BINARY:
-                    try:
-                        payload = unpack_audio(message.data, version)
-                    except ProtocolError as err:
-                        session.malformed_audio(err)
-                    else:
-                        session.feed_audio(payload)
-                elif message.type is WSMsgType.ERROR:
-                    LOGGER.warning("WebSocket error: %s", ws.exception())
-        finally:
-            await session.connection_lost()
-        return ws
+        return await serve_device(request, paired)

@@ -40,7 +40,7 @@ from custom_components.xiaozhi.protocol.messages import (
     recover_error_reply,
 )
 from custom_components.xiaozhi.protocol.tools import ToolImage, ToolProperty
-from tests.protocol.fakes import (
+from tests.library.fakes import (
     HELLO,
     SILENT,
     STATUS,

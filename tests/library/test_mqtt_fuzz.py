@@ -29,7 +29,7 @@ from custom_components.xiaozhi.protocol.mqtt.udp import (
     opus_duration_ms,
     parse_header,
 )
-from tests.protocol.test_mqtt import Authenticator
+from tests.library.test_mqtt import Authenticator
 
 pytestmark = pytest.mark.slow
 
