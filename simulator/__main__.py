@@ -1,6 +1,6 @@
 """Entry point of ``python -m simulator``."""
 
-from simulator.cli import main
+from .cli import main
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -11,7 +11,7 @@ import uuid
 from .config import DEFAULT_MAC, DeviceConfig, load_tools_file
 from .device import SimulatedDevice
 
-_LOGGER = logging.getLogger("simulator")
+_LOGGER = logging.getLogger(__package__)
 _CLIENT_ID_NAMESPACE = uuid.UUID("5b1f3a7e-6c55-4d0e-9a3c-2f7f4c1d8e90")
 
 

@@ -22,7 +22,7 @@ import json
 import logging
 import random
 from types import TracebackType
-from typing import Any, NoReturn, Self
+from typing import Any, NoReturn, Self, cast
 
 import aiohttp
 
@@ -67,7 +67,7 @@ from .voice import (
     wake_preroll,
 )
 
-_LOGGER = logging.getLogger("simulator")
+_LOGGER = logging.getLogger(__package__)
 
 DEFAULT_WAIT = 5.0
 OTA_MAX_RETRY = 10
@@ -426,7 +426,9 @@ class SimulatedDevice:
         if self._http is None:
             if self._own_session is None:
                 self._own_session = aiohttp.ClientSession()
-            return self._own_session
+            # ClientSession takes typed keyword arguments where the protocol,
+            # which TestClient also meets, says Any.
+            return cast("HttpClient", self._own_session)
         return self._http
 
     def rewrite(self, url: str) -> str:
@@ -812,7 +814,7 @@ class SimulatedDevice:
             _LOGGER.error("%s: no server hello within the timeout", self.name)
             self._set_activity("idle")
             raise HelloTimeoutError("Failed to receive server hello") from None
-        params = self._udp_params
+        params = self._server_udp()
         if params is None:  # pragma: no cover - set with the hello
             raise DeviceConnectionError("server hello without udp")
         channel = DeviceUdpChannel(
@@ -836,6 +838,10 @@ class SimulatedDevice:
             )
         self._stop_mic()
         await self._change_activity("idle")
+
+    def _server_udp(self) -> UdpParams | None:
+        """Return the ``udp`` object of the server hello, once it came."""
+        return self._udp_params
 
     def _close_udp(self) -> None:
         if self._udp is not None:

@@ -20,7 +20,7 @@ results with ``isError: true``.
 """
 
 import asyncio
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from contextvars import ContextVar
 import logging
 from typing import TYPE_CHECKING, Any
@@ -38,13 +38,13 @@ from .tools import (
 if TYPE_CHECKING:
     from .device import SimulatedDevice
 
-_LOGGER = logging.getLogger("simulator")
+_LOGGER = logging.getLogger(__package__)
 
 CODE_METHOD_NOT_FOUND = -32601
 CODE_INTERNAL_ERROR = -32603
 PROTOCOL_VERSION = "2024-11-05"
 
-type AfterReply = Callable[[], Awaitable[None]]
+type AfterReply = Callable[[], Coroutine[Any, Any, None]]
 
 _after_reply: ContextVar[list[AfterReply] | None] = ContextVar(
     "simulator_after_reply", default=None

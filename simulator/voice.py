@@ -151,7 +151,7 @@ def read_audio(path: str | Path | BinaryIO, rate: int = MIC_RATE) -> bytes:
 def write_wav(path: str | Path | BinaryIO, pcm: bytes, rate: int) -> None:
     """Write 16-bit mono PCM as a WAV a person can play."""
     target = path if isinstance(path, BinaryIO | io.IOBase) else str(path)
-    with wave.open(target, "wb") as out:  # type: ignore[arg-type]
+    with wave.open(target, "wb") as out:
         out.setnchannels(1)
         out.setsampwidth(2)
         out.setframerate(rate)

@@ -2,6 +2,7 @@
 
 import json
 from pathlib import Path
+import re
 from typing import Any
 
 from awesomeversion import AwesomeVersion, AwesomeVersionStrategy
@@ -9,6 +10,7 @@ from homeassistant.const import __version__ as ha_version
 import pytest
 import yaml
 
+from custom_components.xiaozhi import protocol
 from custom_components.xiaozhi.protocol import Activity, DeviceEventType
 
 ROOT = Path(__file__).parent.parent
@@ -74,10 +76,18 @@ def test_hacs_json() -> None:
     assert AwesomeVersion(ha_version) >= AwesomeVersion(hacs["homeassistant"])
 
 
-def test_project_version_matches_manifest() -> None:
-    """The package version and the manifest version move together."""
+def test_versions_match_the_changelog() -> None:
+    """The integration's and the library's versions are the changelog's.
+
+    The manifest holds the integration's version; the root pyproject.toml
+    builds the library aioxiaozhi, whose version is ``protocol.__version__``.
+    """
+    changelog = (ROOT / "CHANGELOG.md").read_text(encoding="utf-8")
+    released = re.findall(r"^## \[(\d+\.\d+\.\d+)\]", changelog, re.MULTILINE)
+    assert released[0] == MANIFEST["version"]
+    assert f"aioxiaozhi {protocol.__version__}" in changelog
     pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
-    assert f'version = "{MANIFEST["version"]}"' in pyproject
+    assert 'version = { attr = "aioxiaozhi.__version__" }' in pyproject
 
 
 def _translation_files() -> list[Path]:

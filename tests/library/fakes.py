@@ -6,14 +6,14 @@ from dataclasses import dataclass
 import json
 from typing import Any
 
-from custom_components.xiaozhi.protocol import (
+from aioxiaozhi import (
     CloseReason,
     DeviceEvent,
     DeviceEventType,
     DeviceSession,
 )
-from custom_components.xiaozhi.protocol.audio.preroll import Heard
-from simulator.device_tools import BUILTIN_TOOLS, FIRMWARE
+from aioxiaozhi.audio.preroll import Heard
+from aioxiaozhi.testing.device_tools import BUILTIN_TOOLS, FIRMWARE
 
 WAIT = 2.0
 STATUS_TOOL_NAME = "self.get_device_status"

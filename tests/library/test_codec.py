@@ -10,21 +10,21 @@ import av
 import numpy as np
 import pytest
 
-from custom_components.xiaozhi.protocol import MediaSourceError
-from custom_components.xiaozhi.protocol.audio.codec import (
+from aioxiaozhi import MediaSourceError
+from aioxiaozhi.audio.codec import (
     OpusDecoder,
     OpusEncoder,
     PcmConverter,
     WavReader,
     decode_file,
 )
-from custom_components.xiaozhi.protocol.audio.pacing import (
+from aioxiaozhi.audio.pacing import (
     LEAD_FRAMES,
     DownlinkPacer,
     lead_frames,
 )
-from custom_components.xiaozhi.protocol.emotions import emotion_for
-from simulator.voice import dominant_frequency, tone, wav_bytes
+from aioxiaozhi.emotions import emotion_for
+from aioxiaozhi.testing.voice import dominant_frequency, tone, wav_bytes
 
 
 def samples(pcm: bytes) -> np.ndarray:

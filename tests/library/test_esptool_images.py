@@ -16,12 +16,12 @@ import struct
 from esptool.cmds import elf2image, merge_bin
 import pytest
 
-from custom_components.xiaozhi.protocol.ota_image import (
+from aioxiaozhi.ota_image import (
     app_from_merged,
     read_app_image,
     read_firmware_file,
 )
-from simulator.firmware_image import (
+from aioxiaozhi.testing.firmware_image import (
     APP_OFFSET,
     DEFAULT_TABLE,
     partition_table,

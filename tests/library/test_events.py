@@ -4,8 +4,8 @@ from typing import Any
 
 import pytest
 
-from custom_components.xiaozhi.protocol import Activity, DeviceEvent, DeviceEventType
-from custom_components.xiaozhi.protocol.events import (
+from aioxiaozhi import Activity, DeviceEvent, DeviceEventType
+from aioxiaozhi.events import (
     event_from_frame,
     notification_event,
 )

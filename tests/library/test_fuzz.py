@@ -17,7 +17,7 @@ from hypothesis import event, example, given, strategies as st
 import orjson
 import pytest
 
-from custom_components.xiaozhi.protocol import (
+from aioxiaozhi import (
     ArgumentError,
     ConnectionClosedError,
     DeviceEventType,
@@ -31,7 +31,7 @@ from custom_components.xiaozhi.protocol import (
     unpack_audio,
     validate_arguments,
 )
-from custom_components.xiaozhi.protocol.messages import (
+from aioxiaozhi.messages import (
     MAX_DEPTH,
     MAX_TEXT_FRAME,
     dumps,
@@ -39,7 +39,7 @@ from custom_components.xiaozhi.protocol.messages import (
     parse_frame,
     recover_error_reply,
 )
-from custom_components.xiaozhi.protocol.tools import ToolImage, ToolProperty
+from aioxiaozhi.tools import ToolImage, ToolProperty
 from tests.library.fakes import (
     HELLO,
     SILENT,
@@ -86,7 +86,7 @@ def format_every_log_record() -> Iterator[None]:
     Megabyte frames end up in log arguments; captured records would keep
     hundreds of them alive.
     """
-    logger = logging.getLogger("custom_components.xiaozhi")
+    logger = logging.getLogger("aioxiaozhi")
     level, propagate = logger.level, logger.propagate
     handler = _FormatOnly()
     logger.setLevel(logging.DEBUG)

@@ -7,15 +7,15 @@ import threading
 from PIL import Image
 import pytest
 
-from custom_components.xiaozhi.protocol import MediaSourceError
-from custom_components.xiaozhi.protocol.audio.live import LiveTranscoder
-from custom_components.xiaozhi.protocol.audio.ogg import (
+from aioxiaozhi import MediaSourceError
+from aioxiaozhi.audio.live import LiveTranscoder
+from aioxiaozhi.audio.ogg import (
     OggOpusWriter,
     OpusChunks,
     encode_ogg_opus,
 )
-from simulator.notify import OggReader, packet_ms
-from simulator.voice import SpeakerDecoder, dominant_frequency, mp3_bytes, tone
+from aioxiaozhi.testing.notify import OggReader, packet_ms
+from aioxiaozhi.testing.voice import SpeakerDecoder, dominant_frequency, mp3_bytes, tone
 
 RATE = 24000
 

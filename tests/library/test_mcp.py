@@ -5,7 +5,7 @@ from typing import Any
 
 import pytest
 
-from custom_components.xiaozhi.protocol import (
+from aioxiaozhi import (
     ConnectionClosedError,
     McpClient,
     McpError,

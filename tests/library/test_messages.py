@@ -5,14 +5,14 @@ from typing import Any
 
 import pytest
 
-from custom_components.xiaozhi.protocol import (
+from aioxiaozhi import (
     DeviceHello,
     ProtocolError,
     pack_audio,
     parse_protocol_version,
     unpack_audio,
 )
-from custom_components.xiaozhi.protocol.messages import (
+from aioxiaozhi.messages import (
     DEFAULT_AUDIO_PARAMS,
     MAX_TEXT_FRAME,
     alert_frame,

@@ -18,8 +18,8 @@ from paho.mqtt import client as paho
 from paho.mqtt.enums import CallbackAPIVersion
 import pytest
 
-from custom_components.xiaozhi.protocol.mqtt import server as mqtt_server
-from custom_components.xiaozhi.protocol.mqtt.packets import (
+from aioxiaozhi.mqtt import server as mqtt_server
+from aioxiaozhi.mqtt.packets import (
     DISCONNECT,
     PINGREQ,
     PINGRESP,
@@ -45,7 +45,7 @@ from custom_components.xiaozhi.protocol.mqtt.packets import (
     encode_subscribe,
     encode_unsubscribe,
 )
-from custom_components.xiaozhi.protocol.mqtt.server import MqttConnection, MqttServer
+from aioxiaozhi.mqtt.server import MqttConnection, MqttServer
 
 PASSWORD = "secret-token"
 

@@ -14,7 +14,7 @@ import tracemalloc
 from hypothesis import given, strategies as st
 import pytest
 
-from custom_components.xiaozhi.protocol.mqtt.packets import (
+from aioxiaozhi.mqtt.packets import (
     Connect,
     MqttError,
     Packet,
@@ -23,8 +23,8 @@ from custom_components.xiaozhi.protocol.mqtt.packets import (
     encode_connect,
     encode_publish,
 )
-from custom_components.xiaozhi.protocol.mqtt.server import MqttServer
-from custom_components.xiaozhi.protocol.mqtt.udp import (
+from aioxiaozhi.mqtt.server import MqttServer
+from aioxiaozhi.mqtt.udp import (
     UdpEndpoint,
     opus_duration_ms,
     parse_header,

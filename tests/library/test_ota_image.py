@@ -4,7 +4,7 @@ import hashlib
 
 import pytest
 
-from custom_components.xiaozhi.protocol.ota_image import (
+from aioxiaozhi.ota_image import (
     FirmwareRefusedError,
     ImageHeader,
     Partition,
@@ -15,7 +15,7 @@ from custom_components.xiaozhi.protocol.ota_image import (
     merged_binary,
     version_key,
 )
-from simulator.firmware_image import (
+from aioxiaozhi.testing.firmware_image import (
     APP_SLOT,
     DEFAULT_TABLE,
     app_image,

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from custom_components.xiaozhi.protocol import CloseReason, mcp as mcp_module
-from custom_components.xiaozhi.protocol.events import event_from_frame
-from custom_components.xiaozhi.protocol.messages import DEFAULT_AUDIO_PARAMS
+from aioxiaozhi import CloseReason, mcp as mcp_module
+from aioxiaozhi.events import event_from_frame
+from aioxiaozhi.messages import DEFAULT_AUDIO_PARAMS
 
 from .fakes import (
     HELLO,
@@ -32,7 +32,7 @@ from .fakes import (
     wait,
 )
 
-PROTOCOL_LOGGER = "custom_components.xiaozhi.protocol"
+PROTOCOL_LOGGER = "aioxiaozhi"
 
 
 def session_logs(caplog: pytest.LogCaptureFixture) -> list[tuple[int, str]]:

@@ -7,15 +7,15 @@ from typing import Any
 
 import pytest
 
-from custom_components.xiaozhi.protocol import (
+from aioxiaozhi import (
     CloseReason,
     ConnectionClosedError,
     McpError,
     RequestTimeoutError,
     ToolResult,
 )
-from custom_components.xiaozhi.protocol.events import event_from_frame
-from custom_components.xiaozhi.protocol.tools import ToolImage
+from aioxiaozhi.events import event_from_frame
+from aioxiaozhi.tools import ToolImage
 
 from .fakes import (
     HELLO_NO_MCP,

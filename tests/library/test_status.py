@@ -4,8 +4,8 @@ from typing import Any
 
 import pytest
 
-from custom_components.xiaozhi.protocol import DeviceStatus
-from custom_components.xiaozhi.protocol.status import THEME_PATH, VOLUME_PATH
+from aioxiaozhi import DeviceStatus
+from aioxiaozhi.status import THEME_PATH, VOLUME_PATH
 
 FIRMWARE_STATUS = {
     "audio_speaker": {"volume": 70},

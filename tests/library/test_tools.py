@@ -4,14 +4,14 @@ from typing import Any
 
 import pytest
 
-from custom_components.xiaozhi.protocol import (
+from aioxiaozhi import (
     ArgumentError,
     Tool,
     ToolProperty,
     ToolResult,
     validate_arguments,
 )
-from custom_components.xiaozhi.protocol.tools import ToolImage
+from aioxiaozhi.tools import ToolImage
 
 from .fakes import REBOOT_TOOL, VOLUME_TOOL
 

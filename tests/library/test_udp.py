@@ -11,10 +11,10 @@ import time
 
 import pytest
 
-from custom_components.xiaozhi.protocol import NoAudioAddressError
-from custom_components.xiaozhi.protocol.audio.preroll import Heard
-from custom_components.xiaozhi.protocol.mqtt import udp
-from custom_components.xiaozhi.protocol.mqtt.udp import (
+from aioxiaozhi import NoAudioAddressError
+from aioxiaozhi.audio.preroll import Heard
+from aioxiaozhi.mqtt import udp
+from aioxiaozhi.mqtt.udp import (
     HEADER,
     HEADER_SIZE,
     AudioChannel,
@@ -23,8 +23,8 @@ from custom_components.xiaozhi.protocol.mqtt.udp import (
     pack_packet,
     parse_header,
 )
-from simulator.mqtt import DeviceUdpChannel, UdpRecord, parse_udp
-from simulator.voice import MicEncoder, silence, tone
+from aioxiaozhi.testing.mqtt import DeviceUdpChannel, UdpRecord, parse_udp
+from aioxiaozhi.testing.voice import MicEncoder, silence, tone
 
 FRAMES = MicEncoder().frames(tone(440, 0.6) + silence(0.3))
 

@@ -4,9 +4,9 @@ import io
 
 import av
 
-from custom_components.xiaozhi.protocol.audio.codec import decode_file
-from custom_components.xiaozhi.protocol.audio.ogg import encode_ogg_opus
-from custom_components.xiaozhi.protocol.audio.preroll import (
+from aioxiaozhi.audio.codec import decode_file
+from aioxiaozhi.audio.ogg import encode_ogg_opus
+from aioxiaozhi.audio.preroll import (
     LIVE_GAP,
     MAX_HELD,
     MAX_PREROLL,
@@ -14,8 +14,8 @@ from custom_components.xiaozhi.protocol.audio.preroll import (
     Heard,
     HeldAudio,
 )
-from custom_components.xiaozhi.protocol.mqtt.udp import opus_duration_ms
-from simulator.voice import dominant_frequency, tone
+from aioxiaozhi.mqtt.udp import opus_duration_ms
+from aioxiaozhi.testing.voice import dominant_frequency, tone
 
 
 def _udp(early: EarlyAudio, sequence: int, received: float, payload: bytes) -> None:

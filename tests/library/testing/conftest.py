@@ -9,7 +9,7 @@ from aiohttp import WSMessage, WSMsgType, web
 from aiohttp.test_utils import TestServer
 import pytest
 
-from simulator import DeviceConfig, SimulatedDevice
+from aioxiaozhi.testing import DeviceConfig, SimulatedDevice
 
 WAIT = 2.0
 

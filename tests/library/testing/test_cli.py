@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from simulator import cli
+from aioxiaozhi.testing import cli
 
 from .conftest import WAIT, FakeServer
 
@@ -111,7 +111,7 @@ def test_main_runs_and_swallows_ctrl_c(monkeypatch: pytest.MonkeyPatch) -> None:
         seen.append([config.mac for config in configs])  # type: ignore[attr-defined]
         raise KeyboardInterrupt
 
-    logger = logging.getLogger("simulator")
+    logger = logging.getLogger("aioxiaozhi.testing")
     level = logger.level
     monkeypatch.setattr(cli, "_run", fake_run)
     try:
@@ -148,7 +148,7 @@ async def test_run_devices_until_stopped(server: FakeServer, signals: bool) -> N
 
 def test_help_runs_as_a_module() -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "simulator", "--help"],
+        [sys.executable, "-m", "aioxiaozhi.testing", "--help"],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -164,7 +164,7 @@ async def test_ctrl_c_stops_cleanly(server: FakeServer) -> None:
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "simulator",
+        "aioxiaozhi.testing",
         "--url",
         server.ws_url,
         "--token",

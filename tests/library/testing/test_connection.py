@@ -8,7 +8,7 @@ import struct
 from aiohttp.test_utils import TestClient
 import pytest
 
-from simulator import (
+from aioxiaozhi.testing import (
     DeviceConnectionError,
     DeviceError,
     HelloTimeoutError,
@@ -293,7 +293,7 @@ async def test_other_frames_are_dispatched(
     connected: tuple[SimulatedDevice, Conn], caplog: pytest.LogCaptureFixture
 ) -> None:
     device, conn = connected
-    caplog.set_level(logging.WARNING, "simulator")
+    caplog.set_level(logging.WARNING, "aioxiaozhi.testing")
     await conn.send({"type": "stt", "text": "turn it up"})
     await conn.send({"type": "stt"})
     await conn.send({"type": "llm", "emotion": "happy", "text": "😀"})

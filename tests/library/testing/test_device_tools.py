@@ -5,8 +5,8 @@ from typing import Any
 
 import pytest
 
-from simulator import TINY_JPEG, DeviceConfig, SimulatedDevice, device_status
-from simulator.device_tools import FIRMWARE
+from aioxiaozhi.testing import TINY_JPEG, DeviceConfig, SimulatedDevice, device_status
+from aioxiaozhi.testing.device_tools import FIRMWARE
 
 from .conftest import WAIT, Conn, DeviceFactory, FakeServer
 

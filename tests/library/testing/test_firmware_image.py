@@ -10,7 +10,7 @@ import struct
 
 import pytest
 
-from simulator.firmware_image import (
+from aioxiaozhi.testing.firmware_image import (
     APP_SLOT,
     CHIP_IDS,
     DEFAULT_TABLE,

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from simulator import (
+from aioxiaozhi.testing import (
     ImageResult,
     PropertySpec,
     SimulatedDevice,

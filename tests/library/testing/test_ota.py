@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from simulator import OtaError, SimulatedDevice
-from simulator.ota import activate_url, is_newer_version, parse_ota_response
+from aioxiaozhi.testing import OtaError, SimulatedDevice
+from aioxiaozhi.testing.ota import activate_url, is_newer_version, parse_ota_response
 
 from .conftest import WAIT, DeviceFactory, FakeServer
 
@@ -91,7 +91,7 @@ async def test_websocket_settings_are_merged_key_by_key(
 async def test_ota_sections_are_recorded(
     server: FakeServer, make_device: DeviceFactory, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, "simulator")
+    caplog.set_level(logging.INFO, "aioxiaozhi.testing")
     device = make_device(ota_url=server.ota_url)
     server.ota_default = (
         200,
@@ -177,7 +177,7 @@ async def test_check_ota_unreachable_or_unset(
 async def test_provision_with_activation(
     server: FakeServer, make_device: DeviceFactory, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, "simulator")
+    caplog.set_level(logging.INFO, "aioxiaozhi.testing")
     device = make_device(ota_url=server.ota_url, ws_url=None)
     server.ota_answers = [(200, activation_answer()), (200, ws_answer(server))]
     server.activate_statuses = [202, 202, 200]

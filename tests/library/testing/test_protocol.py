@@ -2,9 +2,9 @@
 
 import pytest
 
-from simulator import decode_audio, encode_audio, mask_token, relative_url
-from simulator.protocol import hello_frame, listen_frame
-from simulator.transport import multipart_parts, redact_url
+from aioxiaozhi.testing import decode_audio, encode_audio, mask_token, relative_url
+from aioxiaozhi.testing.protocol import hello_frame, listen_frame
+from aioxiaozhi.testing.transport import multipart_parts, redact_url
 
 
 def test_frames() -> None:

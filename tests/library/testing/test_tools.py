@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from simulator import (
+from aioxiaozhi.testing import (
     ArgumentError,
     DeviceConfig,
     ImageResult,
@@ -20,7 +20,13 @@ from simulator import (
     string_tool,
     tool_from_dict,
 )
-from simulator.tools import INT_MAX, INT_MIN, result_object, result_text, to_int32
+from aioxiaozhi.testing.tools import (
+    INT_MAX,
+    INT_MIN,
+    result_object,
+    result_text,
+    to_int32,
+)
 
 
 @pytest.mark.parametrize(

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from simulator import decode_audio
-from simulator.voice import (
+from aioxiaozhi.testing import decode_audio
+from aioxiaozhi.testing.voice import (
     FRAME_MS,
     MIC_RATE,
     ROOM_NOISE_DB,
