@@ -117,7 +117,7 @@ class VoiceTurn:
             return
         self._last_audio = self._loop.time()
         if self._audio.qsize() < MAX_QUEUED_FRAMES:
-            self._audio.put_nowait(self._decoder.decode(packet))
+            self._audio.put_nowait(packet)
 
     def end_audio(self) -> None:
         """Stop listening: the audio stream ends for the pipeline."""
@@ -144,9 +144,15 @@ class VoiceTurn:
             self._on_silent()
 
     async def audio_stream(self) -> AsyncIterator[bytes]:
-        """Yield 16 kHz 16-bit mono PCM until listening ends."""
-        while (chunk := await self._audio.get()) is not None:
-            yield chunk
+        """Yield 16 kHz 16-bit mono PCM until listening ends.
+
+        Packets are decoded here, on the task of the pipeline that reads
+        them, not where they arrive: a decoder's first packet builds its
+        resampler (milliseconds), and boxes that start together would
+        otherwise pay for all of them in one pass of the UDP reader.
+        """
+        while (packet := await self._audio.get()) is not None:
+            yield self._decoder.decode(packet)
 
     # --- pipeline events -------------------------------------------------
 
