@@ -23,12 +23,12 @@ from homeassistant.components.assist_satellite import (
 from homeassistant.components.intent import async_register_timer_handler
 from homeassistant.const import Platform
 from homeassistant.core import HomeAssistant, callback
-from homeassistant.exceptions import HomeAssistantError
 from homeassistant.helpers import entity_registry as er
 from homeassistant.helpers.entity_platform import AddConfigEntryEntitiesCallback
 
 from .const import DOMAIN
 from .entity import XiaozhiEntity
+from .errors import translated_error
 from .runtime import XiaozhiConfigEntry, XiaozhiRuntime
 from .voice.timers import DeviceTimers
 from .voice.typed import async_answer
@@ -147,11 +147,7 @@ class XiaozhiAssistSatellite(XiaozhiEntity, AssistSatelliteEntity):
     ) -> None:
         """Refuse another wake word: the firmware has its own."""
         if config.active_wake_words != self.async_get_configuration().active_wake_words:
-            raise HomeAssistantError(
-                translation_domain=DOMAIN,
-                translation_key="wake_word_fixed",
-                translation_placeholders={"name": self.runtime.name},
-            )
+            raise translated_error("wake_word_fixed", self.runtime.name)
 
     # --- the pipeline the conversation runs (VoiceHost) -----------------------
 

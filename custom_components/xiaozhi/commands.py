@@ -9,11 +9,11 @@ HomeAssistantError when the device is gone, does not answer, or refuses.
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-from homeassistant.exceptions import HomeAssistantError, ServiceValidationError
+from homeassistant.exceptions import ServiceValidationError
 
 from .const import DOMAIN
 from .entry_data import XiaozhiEntryData
-from .errors import device_command, not_connected
+from .errors import device_command, not_connected, translated_error
 from .protocol import (
     ArgumentError,
     DeviceSession,
@@ -86,15 +86,7 @@ class DeviceCommands:
             raise
         result = await session.call_tool(name, cleaned, timeout)
         if check and (result.is_error or result.json is False):
-            raise HomeAssistantError(
-                translation_domain=DOMAIN,
-                translation_key="rejected",
-                translation_placeholders={
-                    "tool": name,
-                    "name": self.name,
-                    "error": result.text,
-                },
-            )
+            raise translated_error("rejected", self.name, tool=name, error=result.text)
         return result
 
     async def async_apply(self, setting: Setting, value: Any) -> None:

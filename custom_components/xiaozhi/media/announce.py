@@ -21,7 +21,7 @@ from homeassistant.exceptions import HomeAssistantError
 
 from ..const import DOMAIN, LOGGER
 from ..entry_data import XiaozhiEntryData
-from ..errors import DeviceUnavailableError
+from ..errors import DeviceUnavailableError, translated_error
 from ..protocol import MediaSourceError
 from ..protocol.audio import SPEAKER_SAMPLE_RATE
 from ..protocol.audio.ogg import Chunk, OggOpusWriter
@@ -35,13 +35,8 @@ ANNOUNCER: Final = "Home Assistant"  # the alert's title line
 
 
 def _failed(name: str, err: BaseException) -> HomeAssistantError:
-    return HomeAssistantError(
-        translation_domain=DOMAIN,
-        translation_key="announce_failed",
-        translation_placeholders={
-            "name": name,
-            "error": str(err) or type(err).__name__,
-        },
+    return translated_error(
+        "announce_failed", name, error=str(err) or type(err).__name__
     )
 
 
@@ -85,11 +80,7 @@ class Announcer:
     def channel(channel: VoiceChannel | None, name: str) -> VoiceChannel:
         """Return the live session's channel, or say the device cannot be reached."""
         if channel is None:
-            raise HomeAssistantError(
-                translation_domain=DOMAIN,
-                translation_key="announce_not_connected",
-                translation_placeholders={"name": name},
-            )
+            raise translated_error("announce_not_connected", name)
         return channel
 
     async def async_announce(
@@ -176,11 +167,7 @@ class Announcer:
                     firmware,
                 )
             if not text:
-                raise HomeAssistantError(
-                    translation_domain=DOMAIN,
-                    translation_key="announce_needs_text",
-                    translation_placeholders={"name": name},
-                )
+                raise translated_error("announce_needs_text", name)
             await channel.async_show_alert(ANNOUNCER, text, "neutral")
         except DeviceUnavailableError as err:
             raise _failed(name, err) from err

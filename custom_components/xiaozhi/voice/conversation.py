@@ -18,10 +18,10 @@ from typing import Any, Final, Protocol
 from homeassistant.components.assist_pipeline import PipelineEvent
 from homeassistant.config_entries import ConfigEntry
 from homeassistant.core import CALLBACK_TYPE, HomeAssistant, callback
-from homeassistant.exceptions import HomeAssistantError
 
-from ..const import DOMAIN, LOGGER
+from ..const import LOGGER
 from ..entry_data import XiaozhiEntryData
+from ..errors import translated_error
 from ..media.announce import Announcer
 from ..media.player import MediaPlayback, PlaybackState
 from ..protocol import DeviceEvent, DeviceEventType
@@ -350,11 +350,7 @@ class Conversation:
     async def async_announce_media(self, media_id: str) -> None:
         """Announce a sound through the satellite (the media player's announce)."""
         if self._host is None:
-            raise HomeAssistantError(
-                translation_domain=DOMAIN,
-                translation_key="announce_voice_off",
-                translation_placeholders={"name": self._name},
-            )
+            raise translated_error("announce_voice_off", self._name)
         await self._host.async_say_media(media_id)
 
     @callback

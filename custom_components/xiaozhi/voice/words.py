@@ -15,10 +15,9 @@ from typing import Final
 
 from homeassistant.components.assist_satellite import AssistSatelliteAnnouncement
 from homeassistant.core import HomeAssistant, callback
-from homeassistant.exceptions import HomeAssistantError
 
-from ..const import DOMAIN
 from ..entry_data import XiaozhiEntryData
+from ..errors import translated_error
 from ..media.announce import Announcer
 from ..media.player import MediaPlayback
 from ..speaker.channel import VoiceChannel
@@ -100,11 +99,7 @@ class Words:
         channel = Announcer.channel(channel, self._name)
         if not channel.open and channel.idle_reachable:
             # The firmware opens its microphone only for its own conversations.
-            raise HomeAssistantError(
-                translation_domain=DOMAIN,
-                translation_key="conversation_needs_wake",
-                translation_placeholders={"name": self._name},
-            )
+            raise translated_error("conversation_needs_wake", self._name)
         listening = False
         # Push-to-talk waits for its button after the announcement: not asked.
         if self._device.listen_mode != MANUAL:
@@ -122,8 +117,4 @@ class Words:
                 self._release(Stage.ANNOUNCING)
         if not listening:
             # Push-to-talk, aborted, gone or not listening: nobody can answer.
-            raise HomeAssistantError(
-                translation_domain=DOMAIN,
-                translation_key="no_answer",
-                translation_placeholders={"name": self._name},
-            )
+            raise translated_error("no_answer", self._name)
