@@ -205,6 +205,6 @@ class XiaozhiFirmwareUpdate(XiaozhiEntity, UpdateEntity):
             )
         await runtime.async_install_firmware(
             lambda: async_prepare(
-                self.hass, releases, release, self.entry_data.hardware, runtime.name
+                releases, release, self.entry_data.hardware, runtime.name
             )
         )

@@ -34,6 +34,7 @@ from homeassistant.helpers.event import async_call_later
 from ..const import LOGGER
 from ..errors import translated_error
 from ..protocol.firmware import UPGRADE_TOOL
+from ..protocol.ota import firmware_block
 from ..protocol.ota_image import AppImage, is_plain_version, version_key
 
 # After the tool call the device closes its audio and starts the download at
@@ -269,7 +270,7 @@ class FirmwareInstaller:
         ):
             return None
         url = self._serve(install, mint, Phase.OFFERED, OFFER_LIFETIME)
-        return {"version": install.version, "url": url}
+        return firmware_block(install.version, url)
 
     def _serve(
         self, install: _Install, mint: Mint, phase: Phase, fetch_within: float

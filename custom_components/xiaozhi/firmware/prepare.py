@@ -61,7 +61,6 @@ def _refused(name: str, what: str, err: FirmwareRefusedError) -> HomeAssistantEr
 
 
 async def async_prepare(
-    hass: HomeAssistant,
     source: ReleaseCoordinator,
     release: Release,
     hardware: DeviceHardware | None,
