@@ -139,10 +139,13 @@ class WakeArbiter:
     async def _async_rate(self, round_: _Round, claim: WakeClaim) -> None:
         """Rate a box's pre-roll once it is whole; decide if the room has spoken."""
         await claim.ready.wait()
-        preroll = claim.preroll()
+        await self._async_measure(claim, claim.preroll())
+        self._settle(round_)
+
+    async def _async_measure(self, claim: WakeClaim, preroll: list[bytes]) -> None:
+        """Rate ``preroll``, the claim's pre-roll, in the executor."""
         claim.clarity = await self._hass.async_add_executor_job(self._measure, preroll)
         claim.rated = True
-        self._settle(round_)
 
     def _settle(self, round_: _Round) -> None:
         """Decide when every box that could take part did, and is rated."""
@@ -184,15 +187,10 @@ class WakeArbiter:
             if not claim.decision.done() and not claim.rated
         ]
         if unrated and len(round_.claims) > 1:
-            prerolls = [claim.preroll() for claim in unrated]
-            levels = await asyncio.gather(
-                *(
-                    self._hass.async_add_executor_job(self._measure, preroll)
-                    for preroll in prerolls
-                )
+            # Every pre-roll as it is now, rated side by side.
+            await asyncio.gather(
+                *(self._async_measure(claim, claim.preroll()) for claim in unrated)
             )
-            for claim, level in zip(unrated, levels, strict=True):
-                claim.clarity, claim.rated = level, True
         live = [claim for claim in round_.claims if not claim.decision.done()]
         if live and round_.open:
             self._decide(round_, min(live, key=_rank))
