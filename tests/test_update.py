@@ -51,6 +51,15 @@ pytestmark = pytest.mark.mqtt_endpoint
 BOARD = "xiaozhi-sim"
 
 
+def refuse_flash(monkeypatch: pytest.MonkeyPatch, why: str) -> None:
+    """Have the simulated devices refuse every image they flash, saying ``why``."""
+
+    def refuse(_data: bytes, _chip: str) -> str:
+        raise ValueError(why)
+
+    monkeypatch.setattr(simulated_device, "read_image", refuse)
+
+
 @dataclass
 class ReleaseServer:
     """Releases in GitHub's shape, and their zips."""
@@ -65,6 +74,10 @@ class ReleaseServer:
     def url(self, path: str = "/releases") -> str:
         """Return the absolute URL of ``path``."""
         return str(self.server.make_url(path))
+
+    def add_board(self, version: str) -> None:
+        """Publish ``version`` with a build for the simulated board."""
+        self.add(version, {f"v{version}_{BOARD}.zip": board_zip(version)})
 
     def add(
         self,
@@ -195,7 +208,7 @@ async def test_a_release_installs_and_the_device_comes_back_with_it(
     release_server: ReleaseServer,
 ) -> None:
     """The image is checked, fetched with its length, flashed, confirmed."""
-    release_server.add("2.6.0", {f"v2.6.0_{BOARD}.zip": board_zip("2.6.0")})
+    release_server.add_board("2.6.0")
     release_server.add("2.9.0", {f"v2.9.0_{BOARD}.zip": board_zip("2.9.0")}, draft=True)
     release_server.add(
         "2.8.0", {f"v2.8.0_{BOARD}.zip": board_zip("2.8.0")}, prerelease=True
@@ -249,7 +262,7 @@ async def test_the_device_gets_the_whole_image_its_sha256_included(
     assert image[23] == 1
     assert len(image) % 16 == 0
     assert image[-32:] == hashlib.sha256(image[:-32]).digest()
-    release_server.add("2.6.0", {f"v2.6.0_{BOARD}.zip": board_zip("2.6.0")})
+    release_server.add_board("2.6.0")
     served: list[bytes] = []
     firmware_check = simulated_device.read_image
 
@@ -278,7 +291,7 @@ async def test_a_newer_firmware_is_not_offered_an_older_release(
     release_server: ReleaseServer,
 ) -> None:
     """No downgrade unless the user picks the version."""
-    release_server.add("2.6.0", {f"v2.6.0_{BOARD}.zip": board_zip("2.6.0")})
+    release_server.add_board("2.6.0")
     await online(init_integration, simulators, firmware="2.7.1")
     state = await checked(hass)
     assert state.state == STATE_OFF
@@ -373,11 +386,8 @@ async def test_a_device_that_does_not_come_back_fails_the_install(
     """The flash fails on the device: it keeps its version, and the error says so."""
     monkeypatch.setattr(installer, "RESTART_TIMEOUT", 1.0)
 
-    def refuse(_data: bytes, _chip: str) -> str:
-        raise ValueError("flash write failed")
-
-    monkeypatch.setattr(simulated_device, "read_image", refuse)
-    release_server.add("2.6.0", {f"v2.6.0_{BOARD}.zip": board_zip("2.6.0")})
+    refuse_flash(monkeypatch, "flash write failed")
+    release_server.add_board("2.6.0")
     device = await online(init_integration, simulators)
     await checked(hass)
     with pytest.raises(HomeAssistantError) as err:
@@ -410,7 +420,7 @@ async def test_a_device_away_is_updated_at_its_next_boot(
     release_server: ReleaseServer,
 ) -> None:
     """Not connected: the OTA answer at its next boot offers it, once, no force."""
-    release_server.add("2.6.0", {f"v2.6.0_{BOARD}.zip": board_zip("2.6.0")})
+    release_server.add_board("2.6.0")
     device = await online(init_integration, simulators, websocket_only=True)
     await checked(hass)
     await device.disconnect()
@@ -460,7 +470,7 @@ async def test_the_release_list_is_read_once_for_hours(
     release_server: ReleaseServer,
 ) -> None:
     """Many checks, one request; the notes come from the release."""
-    release_server.add("2.6.0", {f"v2.6.0_{BOARD}.zip": board_zip("2.6.0")})
+    release_server.add_board("2.6.0")
     await online(init_integration, simulators)
     await checked(hass)
     asked = release_server.asked
@@ -518,7 +528,7 @@ async def test_a_device_back_on_its_old_version_fails_at_once(
 ) -> None:
     """The new image did not boot and the firmware rolled back: said at once."""
     monkeypatch.setattr(simulated_device, "read_image", lambda _data, _chip: "2.5.0")
-    release_server.add("2.6.0", {f"v2.6.0_{BOARD}.zip": board_zip("2.6.0")})
+    release_server.add_board("2.6.0")
     await online(init_integration, simulators)
     await checked(hass)
     started = hass.loop.time()
@@ -537,7 +547,7 @@ async def test_the_first_check_comes_a_minute_after_start(
     release_server: ReleaseServer,
 ) -> None:
     """Setup never waits on the release list; a minute later it is read."""
-    release_server.add("2.6.0", {f"v2.6.0_{BOARD}.zip": board_zip("2.6.0")})
+    release_server.add_board("2.6.0")
     await online(init_integration, simulators)
     assert release_server.asked == 0
     state = hass.states.get(firmware_id(hass))
@@ -559,7 +569,7 @@ async def test_a_release_without_the_boards_build_is_not_offered(
     release_server: ReleaseServer,
 ) -> None:
     """The newest release with the board's zip is offered; the state says why not."""
-    release_server.add("2.6.0", {f"v2.6.0_{BOARD}.zip": board_zip("2.6.0")})
+    release_server.add_board("2.6.0")
     release_server.add("2.7.0", {"v2.7.0_other-board.zip": board_zip("2.7.0")})
     await online(init_integration, simulators)
     state = await checked(hass)
@@ -616,7 +626,7 @@ async def test_prereleases_are_offered_when_asked(
     server_entry: MockConfigEntry,
 ) -> None:
     """With "Offer prereleases", a release candidate is offered and installs."""
-    release_server.add("2.6.0", {f"v2.6.0_{BOARD}.zip": board_zip("2.6.0")})
+    release_server.add_board("2.6.0")
     release_server.add(
         "2.7.0-rc1",
         {f"v2.7.0-rc1_{BOARD}.zip": board_zip("2.7.0-rc1")},
@@ -645,11 +655,8 @@ async def test_a_refused_flash_over_websocket_fails_without_a_check_in(
     """Over WebSocket the device is away while it flashes: no check-in, failed."""
     monkeypatch.setattr(installer, "CHECK_IN_TIMEOUT", 0.5)
 
-    def refuse(_data: bytes, _chip: str) -> str:
-        raise ValueError("checksum mismatch")
-
-    monkeypatch.setattr(simulated_device, "read_image", refuse)
-    release_server.add("2.6.0", {f"v2.6.0_{BOARD}.zip": board_zip("2.6.0")})
+    refuse_flash(monkeypatch, "checksum mismatch")
+    release_server.add_board("2.6.0")
     device = await online(init_integration, simulators, websocket_only=True)
     await checked(hass)
     with pytest.raises(HomeAssistantError) as err:
@@ -677,10 +684,7 @@ async def test_a_release_is_downloaded_once_for_the_boxes_that_install_it(
     """
     monkeypatch.setattr(installer, "RESTART_TIMEOUT", 0.5)
 
-    def refuse(_data: bytes, _chip: str) -> str:
-        raise ValueError("checksum mismatch")
-
-    monkeypatch.setattr(simulated_device, "read_image", refuse)
+    refuse_flash(monkeypatch, "checksum mismatch")
     name = f"v2.6.0_{BOARD}.zip"
     release_server.add("2.6.0", {name: board_zip("2.6.0")})
     content = release_server.files.pop(name)  # not there yet: 404
@@ -735,10 +739,7 @@ async def test_an_offer_at_boot_that_fails_ends_and_can_be_tried_again(
 ) -> None:
     """Offered at its next boot, refused: not installing any more, installs again."""
 
-    def refuse(_data: bytes, _chip: str) -> str:
-        raise ValueError("checksum mismatch")
-
-    release_server.add("2.6.0", {f"v2.6.0_{BOARD}.zip": board_zip("2.6.0")})
+    release_server.add_board("2.6.0")
     device = await online(init_integration, simulators, websocket_only=True)
     await checked(hass)
     await device.disconnect()
@@ -746,7 +747,7 @@ async def test_an_offer_at_boot_that_fails_ends_and_can_be_tried_again(
     await wait_for_runtime(runtime, lambda m: not m.connected)
     await install_version(hass)
     assert runtime.installer.in_progress
-    monkeypatch.setattr(simulated_device, "read_image", refuse)
+    refuse_flash(monkeypatch, "checksum mismatch")
     ended = asyncio.Event()
     stop = runtime.installer.async_subscribe(ended.set)
     await device.reboot()  # fetches the offer, refuses it, connects on 2.5.0
@@ -780,7 +781,7 @@ async def test_one_install_at_a_time_whoever_starts_it(
     device = await online(init_integration, simulators)
     runtime = init_integration.runtime_data
     release_server.files["mine.bin"] = merged_binary(app_image(version="2.7.0"))
-    release_server.add("2.6.0", {f"v2.6.0_{BOARD}.zip": board_zip("2.6.0")})
+    release_server.add_board("2.6.0")
     await checked(hass)
     go = asyncio.Event()
     flash = device.upgrade
