@@ -1,5 +1,6 @@
 """A real Assist pipeline with fake engines, and devices that speak and listen."""
 
+import asyncio
 from collections.abc import Awaitable, Callable, Generator
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ from homeassistant.helpers import (
     device_registry as dr,
     entity_registry as er,
 )
+from homeassistant.helpers.event import async_track_state_change_event
 import pytest
 from pytest_homeassistant_custom_component.common import MockConfigEntry
 
@@ -46,6 +48,23 @@ def satellite_id(hass: HomeAssistant) -> str:
     )
     assert entity_id is not None
     return entity_id
+
+
+def state_reached(
+    hass: HomeAssistant, entity_id: str, state: str
+) -> asyncio.Future[None]:
+    """Return a future that resolves once ``entity_id`` is in ``state``."""
+    reached: asyncio.Future[None] = hass.loop.create_future()
+
+    @callback
+    def changed(event: Event[EventStateChangedData]) -> None:
+        new = event.data["new_state"]
+        if new is not None and new.state == state and not reached.done():
+            reached.set_result(None)
+            stop()
+
+    stop = async_track_state_change_event(hass, entity_id, changed)
+    return reached
 
 
 @pytest.fixture

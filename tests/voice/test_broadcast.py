@@ -11,9 +11,8 @@ import asyncio
 from collections.abc import Awaitable, Callable
 import logging
 
-from homeassistant.core import Event, EventStateChangedData, HomeAssistant, callback
+from homeassistant.core import HomeAssistant
 from homeassistant.helpers import entity_registry as er
-from homeassistant.helpers.event import async_track_state_change_event
 import pytest
 from pytest_homeassistant_custom_component.common import MockConfigEntry
 
@@ -22,7 +21,7 @@ from custom_components.xiaozhi.voice.stage import Stage
 from simulator import SimulatedDevice
 from simulator.voice import dominant_frequency, silence, tone
 from tests.conftest import LOOPBACK_OTA_URL, WS_URL, wait_for_runtime
-from tests.voice.conftest import Voice, mac_of, token_of
+from tests.voice.conftest import Voice, mac_of, state_reached, token_of
 from tests.voice.test_turn import closed
 
 pytestmark = pytest.mark.mqtt_endpoint
@@ -39,23 +38,6 @@ def satellite_of(hass: HomeAssistant, entry: MockConfigEntry) -> str:
     )
     assert entity_id is not None
     return entity_id
-
-
-def state_reached(
-    hass: HomeAssistant, entity_id: str, state: str
-) -> asyncio.Future[None]:
-    """Return a future that resolves once ``entity_id`` is in ``state``."""
-    reached: asyncio.Future[None] = hass.loop.create_future()
-
-    @callback
-    def changed(event: Event[EventStateChangedData]) -> None:
-        new = event.data["new_state"]
-        if new is not None and new.state == state and not reached.done():
-            reached.set_result(None)
-            stop()
-
-    stop = async_track_state_change_event(hass, entity_id, changed)
-    return reached
 
 
 def hears(pcm: bytes) -> str:

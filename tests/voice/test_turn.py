@@ -17,7 +17,7 @@ from custom_components.xiaozhi.voice.typed import is_typed_question
 from simulator import SimulatedDevice
 from simulator.voice import MicEncoder, dominant_frequency, silence, tone
 from tests.conftest import MAC, TOKEN, WS_URL, wait_for_runtime
-from tests.voice.conftest import Voice, loud, satellite_id
+from tests.voice.conftest import Voice, loud, satellite_id, state_reached
 
 FRAME = 0.06
 SPEECH = tone(440, 1.0) + silence(1.0)
@@ -409,22 +409,9 @@ async def test_device_gone_mid_sentence_asks_the_agent_nothing(
 ) -> None:
     """Half a sentence never reaches the agent: the run is cancelled."""
     await voice.use_agent()
-    listening = asyncio.Event()
-
-    @callback
-    def record(event: Event[EventStateChangedData]) -> None:
-        new = event.data["new_state"]
-        if (
-            new is not None
-            and new.entity_id == satellite_id(hass)
-            and new.state == "listening"
-        ):
-            listening.set()
-
-    stop = hass.bus.async_listen(EVENT_STATE_CHANGED, record)
+    listening = state_reached(hass, satellite_id(hass), "listening")
     await talker.wake("你好小智", tone(440, 6.0))
-    await asyncio.wait_for(listening.wait(), 15)
-    stop()
+    await asyncio.wait_for(listening, 15)
     talker.drop_link()
     runtime = init_integration.runtime_data
     await wait_for_runtime(runtime, lambda d: d.session is None)

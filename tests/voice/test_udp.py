@@ -7,8 +7,7 @@ conversation; each conversation opens an audio channel with its own key.
 import asyncio
 from collections.abc import Callable
 
-from homeassistant.const import EVENT_STATE_CHANGED
-from homeassistant.core import Event, EventStateChangedData, HomeAssistant, callback
+from homeassistant.core import HomeAssistant
 from homeassistant.exceptions import HomeAssistantError
 from homeassistant.helpers import intent
 import pytest
@@ -26,7 +25,7 @@ from custom_components.xiaozhi.runtime import XiaozhiRuntime
 from simulator import SimulatedDevice
 from simulator.voice import MicEncoder, dominant_frequency, silence, tone
 from tests.conftest import LOOPBACK_OTA_URL, wait_for_runtime
-from tests.voice.conftest import Voice, satellite_id
+from tests.voice.conftest import Voice, satellite_id, state_reached
 from tests.voice.test_turn import FRAME, SPEECH, loud_seconds, stop_after
 
 pytestmark = pytest.mark.mqtt_endpoint
@@ -116,26 +115,13 @@ async def test_a_pre_roll_read_after_listen_start_stays_out_of_the_turn(
     assert endpoint is not None
     assert endpoint._sock is not None
     fd, loop = endpoint._sock.fileno(), asyncio.get_running_loop()
-    listening = asyncio.Event()
-
-    @callback
-    def record(event: Event[EventStateChangedData]) -> None:
-        new = event.data["new_state"]
-        if (
-            new is not None
-            and new.entity_id == satellite_id(hass)
-            and new.state == "listening"
-        ):
-            listening.set()
-
-    stop = hass.bus.async_listen(EVENT_STATE_CHANGED, record)
+    listening = state_reached(hass, satellite_id(hass), "listening")
     loop.remove_reader(fd)  # the loop is busy elsewhere: nothing read
     try:
         await mqtt_talker.wake("你好小智", tone(440, 1.5) + silence(1.0))
-        await asyncio.wait_for(listening.wait(), 15)
+        await asyncio.wait_for(listening, 15)
     finally:
         loop.add_reader(fd, endpoint._read_ready)
-        stop()
     await conversation_over(mqtt_talker)
     heard = bytes(voice.stt.received)
     assert abs(loud_seconds(heard) - 1.5) <= FRAME
