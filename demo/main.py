@@ -182,7 +182,8 @@ class Demo:
         )
         await self.ha.start()
         client = self.client
-        await self._wait_http()
+        async with asyncio.timeout(self.timeout):
+            await self.ha.async_wait_http(self.session, base_url(self.port))
         say("Home Assistant answers; logging in")
         client.token = await self._owner_token()
         await client.ws_connect(client.token)
@@ -193,22 +194,6 @@ class Demo:
         if DOMAIN not in config.get("components", []):
             await self._set_up_server()
         await self._start_devices()
-
-    async def _wait_http(self) -> None:
-        """Wait until the web server answers (it starts with the frontend)."""
-        # Needs no login: asking the API without a token would show up as a
-        # failed login attempt in Home Assistant's notifications.
-        url = base_url(self.port) + "/manifest.json"
-        async with asyncio.timeout(self.timeout):
-            while True:
-                self.ha.check()
-                with contextlib.suppress(aiohttp.ClientError, TimeoutError):
-                    async with self.session.get(
-                        url, timeout=aiohttp.ClientTimeout(total=5)
-                    ) as response:
-                        if response.status == 200:
-                            return
-                await asyncio.sleep(0.5)
 
     async def _wait_running(self) -> dict[str, Any]:
         """Wait until Home Assistant has started; return its configuration."""

@@ -8,6 +8,8 @@ import signal
 import subprocess
 import sys
 
+import aiohttp
+
 from . import RESTART_EXIT_CODE, STOP_TIMEOUT, DemoError, say
 from .files import tail
 
@@ -125,6 +127,24 @@ class HomeAssistantProcess:
             say(f"Home Assistant did not stop within {timeout:.0f} s; killing it.")
             self.kill()
             await proc.wait()
+
+    async def async_wait_http(self, session: aiohttp.ClientSession, base: str) -> None:
+        """Wait until the web server at ``base`` answers; DemoError if it exits.
+
+        Asks for the frontend's manifest, which needs no login: asking the
+        API without a token would show up as a failed login attempt in Home
+        Assistant's notifications.
+        """
+        url = base + "/manifest.json"
+        while True:
+            self.check()
+            with contextlib.suppress(aiohttp.ClientError, TimeoutError):
+                async with session.get(
+                    url, timeout=aiohttp.ClientTimeout(total=5)
+                ) as response:
+                    if response.status == 200:
+                        return
+            await asyncio.sleep(0.5)
 
     def check(self) -> None:
         """Raise DemoError if Home Assistant has stopped by itself."""

@@ -225,7 +225,7 @@ class Smoke:
         await self.ha.start()
         client = self.client
         async with asyncio.timeout(self.timeout):
-            await self._wait_http()
+            await self.ha.async_wait_http(self.session, base_url(self.port))
             client.token = await self._owner_token()
             await client.ws_connect(client.token)
             while True:
@@ -239,19 +239,6 @@ class Smoke:
             raise SmokeError(f"Home Assistant {config.get('version')} is running")
         # Devices are told to connect to the local network URL.
         await client.ws("config/core/update", internal_url=base_url(self.port))
-
-    async def _wait_http(self) -> None:
-        """Wait until the web server answers (without a login)."""
-        url = base_url(self.port) + "/manifest.json"
-        while True:
-            self.ha.check()
-            with contextlib.suppress(aiohttp.ClientError, TimeoutError):
-                async with self.session.get(
-                    url, timeout=aiohttp.ClientTimeout(total=5)
-                ) as response:
-                    if response.status == 200:
-                        return
-            await asyncio.sleep(0.5)
 
     async def _owner_token(self) -> str:
         """Onboard the owner through the API; return a long-lived token.
