@@ -399,12 +399,3 @@ class XiaozhiRuntime:
         self.entry_data.async_set_link(None, expected=expected)
         self.installer.link_lost()
         self.conversation.session_closed()
-
-    # --- what the device uploads -----------------------------------------
-
-    @callback
-    def async_store_picture(
-        self, kind: str, content: bytes, content_type: str, question: str = ""
-    ) -> None:
-        """Keep a picture the device uploaded (``photo`` or ``screen``)."""
-        self.entry_data.async_set_picture(kind, content, content_type, question)
