@@ -640,6 +640,29 @@ async def test_a_question_typed_while_the_microphone_streams(
     assert init_integration.runtime_data.entry_data.wake_word is None
 
 
+async def test_a_question_typed_while_a_busy_server_reads_the_stream_late(
+    hass: HomeAssistant,
+    voice: Voice,
+    init_integration: MockConfigEntry,
+    talker: SimulatedDevice,
+) -> None:
+    """Live audio read back to back (Home Assistant was busy) is no pre-roll.
+
+    What came after ``listen start`` is the turn's, however bunched it
+    arrives: the typed detect that follows is still a question.
+    """
+    await voice.use_agent()
+    voice.tts.seconds = 0.3
+    voice.stt.delay = 1.0  # whatever it heard, it is still listening
+    await talker.wake("你好小智", b"", detect=False)
+    for packet in MicEncoder().frames(tone(440, 0.9)):  # 15 packets, no pause
+        await talker.send_audio_packet(packet)
+    await talker.send_listen("detect", text="What time is it in Paris?")
+    await talker.wait_for(lambda: "Sure, done 😊" in talker.tts_sentences, timeout=15)
+    assert [turn.text for turn in voice.agent.inputs] == ["What time is it in Paris?"]
+    assert init_integration.runtime_data.entry_data.wake_word is None
+
+
 @pytest.mark.parametrize(
     ("text", "typed"),
     [

@@ -320,7 +320,10 @@ class Conversation:
         it, and the turn's audio until the turn may start. ``heard``: what
         the wire says of a UDP packet.
         """
-        self._preroll.heard()
+        if not self._turns.listening and not self._gate.deciding:
+            # Only audio that came before a listen start can be a pre-roll:
+            # what follows one is live, however bunched a busy server reads it.
+            self._preroll.heard(heard.received if heard is not None else None)
         if self._turns.listening and (turn := self._turns.turn) is not None:
             for live in self._gate.turn_audio(payload, heard):
                 turn.feed(live)

@@ -32,8 +32,8 @@ MAX_QUESTION: Final = 1000  # characters of a typed question the agent gets
 # A detect within this many seconds of a pre-roll (a burst of microphone
 # packets) is a wake word, whatever its text.
 PREROLL_WINDOW: Final = 3.0
-# A burst as the event loop reads it: this many packets at least, each
-# within this many seconds of the last (live audio: one per 60 ms frame).
+# A burst: this many packets at least, each within this many seconds of the
+# last (live audio: one per 60 ms frame).
 BURST_PACKETS: Final = 8
 BURST_GAP: Final = 0.01
 
@@ -48,11 +48,16 @@ class PrerollWatch:
         self._heard_at = -PREROLL_WINDOW
         self._preroll_at = -PREROLL_WINDOW
 
-    def heard(self) -> None:
-        """Count a microphone packet: live audio comes one per frame."""
+    def heard(self, received: float | None = None) -> None:
+        """Count a microphone packet: live audio comes one per frame.
+
+        ``received``: when the kernel received it (UDP), which a busy event
+        loop does not bunch up; otherwise when it is read.
+        """
         now = self._now()
-        self._burst = self._burst + 1 if now - self._heard_at < BURST_GAP else 1
-        self._heard_at = now
+        at = now if received is None else received
+        self._burst = self._burst + 1 if at - self._heard_at < BURST_GAP else 1
+        self._heard_at = at
         if self._burst >= BURST_PACKETS:
             self._preroll_at = now
 
