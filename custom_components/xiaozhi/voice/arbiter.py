@@ -154,22 +154,21 @@ class WakeArbiter:
             round_.open
             and waiting
             and all(claim.rated for claim in waiting)
-            and not self._silent(round_)
+            and not self._anyone_silent(round_)
         ):
             self._decide(round_, min(waiting, key=_rank))
 
-    def _silent(self, round_: _Round) -> list[str]:
-        """Return the boxes of the round's area that could start, and did not."""
+    def _anyone_silent(self, round_: _Round) -> bool:
+        """Return True if a box of the round's area could start, and did not."""
         claimed = {claim.device_id for claim in round_.claims}
         registry = dr.async_get(self._hass)
-        return [
-            device_id
-            for device_id, can_claim in self._members.items()
-            if device_id not in claimed
+        return any(
+            device_id not in claimed
             and (device := registry.async_get(device_id)) is not None
             and device.area_id == round_.group
             and can_claim()
-        ]
+            for device_id, can_claim in self._members.items()
+        )
 
     def _close(self, round_: _Round) -> None:
         """End the round's window: decide now, unless decided already."""

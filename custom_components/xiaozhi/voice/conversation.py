@@ -12,6 +12,7 @@ sentence and no pre-roll) is answered aloud. With no satellite to serve (it
 is disabled), a device that starts listening is told so and let go.
 """
 
+import asyncio
 from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any, Final, Protocol
 
@@ -103,10 +104,11 @@ class Conversation:
         )
         self._turns = Turns(
             hass,
-            entry,
             device,
+            name=self._name,
             player=player,
             announcer=self.words.announcer,
+            spawn=self._spawn,
             enter=self._enter,
             finished=self._finished,
             end=self.async_end,
@@ -143,8 +145,8 @@ class Conversation:
         if self._host is not None:
             self._host.response_finished()
 
-    def _spawn(self, coro: Coroutine[Any, Any, None], what: str) -> None:
-        self._entry.async_create_background_task(
+    def _spawn(self, coro: Coroutine[Any, Any, None], what: str) -> asyncio.Task[None]:
+        return self._entry.async_create_background_task(
             self._hass, coro, f"xiaozhi {what} of {self._device.mac}"
         )
 

@@ -13,7 +13,6 @@ import contextlib
 from typing import Any, Final, Protocol
 
 from homeassistant.components.assist_pipeline import PipelineEvent, PipelineNotFound
-from homeassistant.config_entries import ConfigEntry
 from homeassistant.core import HomeAssistant, callback
 
 from ..const import LOGGER
@@ -35,6 +34,9 @@ ABORT_LISTEN_GRACE: Final = 3.0
 TAKEOVER_GRACE: Final = 5.0
 MANUAL: Final = "manual"
 
+# Runs a task of the device's entry, named for what it does.
+type Spawn = Callable[[Coroutine[Any, Any, None], str], asyncio.Task[None]]
+
 
 class PipelineRunner(Protocol):
     """Runs the pipeline of the Assist satellite a turn speaks for."""
@@ -51,26 +53,28 @@ class Turns:
     def __init__(
         self,
         hass: HomeAssistant,
-        entry: ConfigEntry,
         device: XiaozhiEntryData,
         *,
+        name: str,
         player: MediaPlayback,
         announcer: Announcer,
+        spawn: Spawn,
         enter: Callable[[Stage], None],
         finished: Callable[[], None],
         end: Callable[[], Coroutine[Any, Any, None]],
     ) -> None:
-        """Run the turns of the device of ``entry``.
+        """Run the turns of ``device`` (``name`` in the log).
 
-        ``enter`` moves the conversation's stage, ``finished`` tells the
-        satellite a reply has played, ``end`` ends the conversation.
+        ``spawn`` runs a task of the device's entry, ``enter`` moves the
+        conversation's stage, ``finished`` tells the satellite a reply has
+        played, ``end`` ends the conversation.
         """
         self._hass = hass
-        self._entry = entry
         self._device = device
-        self._name = entry.title
+        self._name = name
         self._player = player
         self._announcer = announcer
+        self._spawn = spawn
         self._enter = enter
         self._finished = finished
         self._end = end
@@ -78,11 +82,6 @@ class Turns:
         self._run: asyncio.Task[None] | None = None
         self._answering = False  # the turn answers Home Assistant's question
         self._started = asyncio.Event()
-
-    def _spawn(self, coro: Coroutine[Any, Any, None], what: str) -> None:
-        self._entry.async_create_background_task(
-            self._hass, coro, f"xiaozhi {what} of {self._device.mac}"
-        )
 
     @property
     def listening(self) -> bool:
@@ -135,11 +134,7 @@ class Turns:
         if stopped:
             turn.end_audio()
         if runner is not None:
-            self._run = self._entry.async_create_background_task(
-                self._hass,
-                self._run_turn(runner, turn),
-                f"xiaozhi voice turn of {self._device.mac}",
-            )
+            self._run = self._spawn(self._run_turn(runner, turn), "voice turn")
 
     @callback
     def _turn_stage(self, turn: VoiceTurn, stage: Stage) -> None:
