@@ -169,12 +169,10 @@ class DeviceEndpoints:
         connect only from the OTA answer at start-up. Settings that apply
         leave no port to repair.
         """
-        bound, self._bound = self._bound, None
-        if bound is not None and bound[0] == settings:
-            opened = bound[1]
+        if self._bound is not None and self._bound[0] == settings:
+            (_settings, opened), self._bound = self._bound, None
         else:
-            if bound is not None:
-                await self._close(bound[1].mqtt, bound[1].udp)
+            await self._release_bound()
             opened, errors = await self._async_open(settings)
             if errors:
                 return errors

@@ -16,7 +16,7 @@ from ..const import LOGGER, MAX_OTA_BODY, URL_WEBSOCKET
 from ..pairing.identity import Credentials, Refusal, async_bind, authenticate
 from ..pairing.manager import PairingManager
 from ..pairing.unpaired import UnpairedHandler
-from ..protocol import DeviceSession, parse_protocol_version
+from ..protocol import DeviceSession
 from ..protocol.http import bearer_token, client_id, device_mac, error_response
 from ..protocol.websocket import WebSocketLink, serve_device
 from .logins import FailedLogins
@@ -58,7 +58,6 @@ class DeviceWebSocketView(HomeAssistantView):
             return error_response(HTTPStatus.FORBIDDEN, "Too many wrong credentials")
         client = client_id(request)
         token, mac = bearer_token(request), device_mac(request)
-        version = parse_protocol_version(request.headers.get("Protocol-Version"))
         entry = authenticate(hass, Credentials(token=token, mac=mac, client_id=client))
         if entry is Refusal.BAD_TOKEN and (
             pending := self._pairing.pending_with_token(token, mac, client)
@@ -101,7 +100,7 @@ class DeviceWebSocketView(HomeAssistantView):
                 link,
                 self._uploads.for_device(base, runtime.entry_data.mac),
                 client_id=client,
-                protocol_version=version,
+                protocol_version=link.protocol_version,
             )
 
         return await serve_device(request, paired)
