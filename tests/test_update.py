@@ -75,9 +75,15 @@ class ReleaseServer:
         """Return the absolute URL of ``path``."""
         return str(self.server.make_url(path))
 
-    def add_board(self, version: str) -> None:
-        """Publish ``version`` with a build for the simulated board."""
-        self.add(version, {f"v{version}_{BOARD}.zip": board_zip(version)})
+    def add_board(
+        self, version: str, *, draft: bool = False, prerelease: bool = False
+    ) -> str:
+        """Publish ``version`` with a build for the simulated board; return its name."""
+        name = f"v{version}_{BOARD}.zip"
+        self.add(
+            version, {name: board_zip(version)}, draft=draft, prerelease=prerelease
+        )
+        return name
 
     def add(
         self,
@@ -209,10 +215,8 @@ async def test_a_release_installs_and_the_device_comes_back_with_it(
 ) -> None:
     """The image is checked, fetched with its length, flashed, confirmed."""
     release_server.add_board("2.6.0")
-    release_server.add("2.9.0", {f"v2.9.0_{BOARD}.zip": board_zip("2.9.0")}, draft=True)
-    release_server.add(
-        "2.8.0", {f"v2.8.0_{BOARD}.zip": board_zip("2.8.0")}, prerelease=True
-    )
+    release_server.add_board("2.9.0", draft=True)
+    release_server.add_board("2.8.0", prerelease=True)
     device = await online(init_integration, simulators)
     state = await checked(hass)
     assert state.state == STATE_ON
@@ -452,7 +456,7 @@ async def test_going_back_needs_the_device_connected(
     release_server: ReleaseServer,
 ) -> None:
     """The boot-time check installs only newer versions: an older one waits."""
-    release_server.add("2.4.0", {f"v2.4.0_{BOARD}.zip": board_zip("2.4.0")})
+    release_server.add_board("2.4.0")
     device = await online(init_integration, simulators, websocket_only=True)
     await checked(hass)
     await device.disconnect()
@@ -627,11 +631,7 @@ async def test_prereleases_are_offered_when_asked(
 ) -> None:
     """With "Offer prereleases", a release candidate is offered and installs."""
     release_server.add_board("2.6.0")
-    release_server.add(
-        "2.7.0-rc1",
-        {f"v2.7.0-rc1_{BOARD}.zip": board_zip("2.7.0-rc1")},
-        prerelease=True,
-    )
+    release_server.add_board("2.7.0-rc1", prerelease=True)
     device = await online(init_integration, simulators)
     state = await checked(hass)
     assert state.attributes[ATTR_LATEST_VERSION] == "2.6.0"
@@ -685,8 +685,7 @@ async def test_a_release_is_downloaded_once_for_the_boxes_that_install_it(
     monkeypatch.setattr(installer, "RESTART_TIMEOUT", 0.5)
 
     refuse_flash(monkeypatch, "checksum mismatch")
-    name = f"v2.6.0_{BOARD}.zip"
-    release_server.add("2.6.0", {name: board_zip("2.6.0")})
+    name = release_server.add_board("2.6.0")
     content = release_server.files.pop(name)  # not there yet: 404
     device = await online(init_integration, simulators)
     await checked(hass)

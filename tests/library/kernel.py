@@ -11,14 +11,12 @@ socket can, on a busy machine.
 from collections.abc import Iterator
 from contextlib import contextmanager
 import socket
-import struct
 import time
 
 import pytest
 
-# SO_TIMESTAMPNS (asm-generic/socket.h), as aioxiaozhi.mqtt.udp asks for it.
-SO_TIMESTAMPNS = 35
-TIMESPEC = struct.Struct("@ll")
+from aioxiaozhi.mqtt import udp
+
 HELD = 0.02  # how long a probe waits in the kernel before it is read
 GIVE_UP = 5.0
 
@@ -27,12 +25,15 @@ GIVE_UP = 5.0
 def kernel_receive_times() -> Iterator[None]:
     """Hold receive timestamps on until the block ends, and wait until they are.
 
-    Skips the test on a kernel that never stamps a datagram on arrival: there
-    the endpoint's times are its read times, by design.
+    The probe asks for them as the endpoint does. Skips the test where the
+    kernel never stamps a datagram on arrival: there the endpoint's times
+    are its read times, by design.
     """
+    if udp._TIMESTAMPNS is None:
+        pytest.skip("no receive timestamps on this system")
     probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     try:
-        probe.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+        probe.setsockopt(socket.SOL_SOCKET, udp._TIMESTAMPNS, 1)
         probe.bind(("127.0.0.1", 0))
         deadline = time.monotonic() + GIVE_UP
         while not _stamped_on_arrival(probe):
@@ -47,10 +48,7 @@ def _stamped_on_arrival(probe: socket.socket) -> bool:
     """Send the probe a datagram, read it late, and say when it was stamped."""
     probe.sendto(b"probe", probe.getsockname())
     time.sleep(HELD)
-    _data, ancillary, _flags, _addr = probe.recvmsg(16, socket.CMSG_SPACE(16))
+    _data, ancillary, _flags, _addr = probe.recvmsg(16, udp._ANCILLARY)
     read_at = time.time()
-    for level, kind, data in ancillary:
-        if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS:
-            seconds, nanoseconds = TIMESPEC.unpack_from(data)
-            return seconds + nanoseconds / 1e9 < read_at - HELD / 2
-    return False
+    stamped = udp._kernel_time(ancillary)
+    return stamped is not None and stamped < read_at - HELD / 2

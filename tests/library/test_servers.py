@@ -197,6 +197,28 @@ async def _pair(server: Server, device: SimulatedDevice) -> None:
     assert not result.needs_activation
 
 
+async def _microphone_up(srv: Server, device: SimulatedDevice) -> list[bytes]:
+    """Listen and send 0.3 s of microphone audio; return it once the server has it."""
+    await device.send_listen("start", "manual")
+    frames = MicEncoder().frames(tone(440, 0.3))
+    for frame in frames:
+        assert await device.send_audio_packet(frame)
+    await srv.until(lambda: len(srv.audio) >= len(frames))
+    assert [payload for payload, _ in srv.audio] == frames
+    return frames
+
+
+async def _speaker_down(
+    session: DeviceSession, device: SimulatedDevice, frames: list[bytes]
+) -> None:
+    """Speak ``frames`` to the device: they arrive whole."""
+    await session.send_tts("start")
+    for frame in frames:
+        await session.send_audio(frame)
+    await device.wait_for(lambda: len(device.audio_received) >= len(frames))
+    assert device.audio_received == frames
+
+
 async def test_a_device_pairs_and_talks_over_websocket(
     server: tuple[Server, str],
 ) -> None:
@@ -217,22 +239,12 @@ async def test_a_device_pairs_and_talks_over_websocket(
         assert device.state.volume == 25
 
         # Up: the microphone's Opus packets, framed for the protocol version.
-        await device.send_listen("start", "manual")
-        frames = MicEncoder().frames(tone(440, 0.3))
-        for frame in frames:
-            assert await device.send_audio_packet(frame)
-        await srv.until(lambda: len(srv.audio) >= len(frames))
-        assert [payload for payload, _ in srv.audio] == frames
+        frames = await _microphone_up(srv, device)
         assert all(heard is None for _, heard in srv.audio)  # no UDP facts
         assert any(
             event.type is DeviceEventType.LISTENING_STARTED for event in srv.events
         )
-        # Down: what the server sends arrives whole.
-        await session.send_tts("start")
-        for frame in frames:
-            await session.send_audio(frame)
-        await device.wait_for(lambda: len(device.audio_received) >= len(frames))
-        assert device.audio_received == frames
+        await _speaker_down(session, device, frames)
     finally:
         await device.stop()
     async with asyncio.timeout(WAIT):
@@ -277,21 +289,12 @@ async def test_a_device_talks_over_mqtt_and_udp(server: tuple[Server, str]) -> N
 
         # A conversation opens an encrypted UDP channel; packets carry the
         # wire's facts (sequence, kernel receive time).
-        await device.send_listen("start", "manual")
+        frames = await _microphone_up(srv, device)
         assert session.link.channel is not None
-        frames = MicEncoder().frames(tone(440, 0.3))
-        for frame in frames:
-            assert await device.send_audio_packet(frame)
-        await srv.until(lambda: len(srv.audio) >= len(frames))
-        assert [payload for payload, _ in srv.audio] == frames
         sequences = [heard.sequence for _, heard in srv.audio if heard is not None]
         assert sequences == sorted(sequences)
         assert len(sequences) == len(frames)
-        await session.send_tts("start")
-        for frame in frames:
-            await session.send_audio(frame)
-        await device.wait_for(lambda: len(device.audio_received) >= len(frames))
-        assert device.audio_received == frames
+        await _speaker_down(session, device, frames)
     finally:
         await device.stop()
     async with asyncio.timeout(WAIT):

@@ -59,10 +59,15 @@ async def _open(
     channel = endpoint.open_channel(
         "127.0.0.1", lambda payload, _heard: heard.put_nowait(payload), frame_ms
     )
+    return channel, await _device(endpoint, channel), heard
+
+
+async def _device(endpoint: UdpEndpoint, channel: AudioChannel) -> Device:
+    """Return the device's side of ``channel``, open."""
     assert endpoint.port is not None
     device = Device(channel.hello_fields("127.0.0.1", endpoint.port))
     await device.channel.open()
-    return channel, device, heard
+    return device
 
 
 async def test_audio_both_ways(endpoint: UdpEndpoint) -> None:
@@ -99,9 +104,7 @@ async def test_each_packet_comes_with_its_sequence_and_kernel_time(
     channel = endpoint.open_channel(
         "127.0.0.1", lambda payload, when: heard.put_nowait((payload, when)), 60.0
     )
-    assert endpoint.port is not None
-    device = Device(channel.hello_fields("127.0.0.1", endpoint.port))
-    await device.channel.open()
+    device = await _device(endpoint, channel)
     with kernel_receive_times():
         sent_at = time.time()
         for packet in FRAMES[:3]:

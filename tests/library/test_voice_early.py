@@ -185,7 +185,18 @@ def test_nothing_to_split_before_listen_start() -> None:
     early = EarlyAudio()
     early.add(b"a", None)
     assert early.split() == HeldAudio([], [])
+
+
+def test_a_forgotten_detect_leaves_no_pre_roll() -> None:
+    """A detect that belonged to no start: what came before it is no pre-roll."""
+    early = EarlyAudio()
+    early.add(b"old", None)
+    early.mark_detect()
+    assert early.preroll == [b"old"]
     early.forget_detect()
+    assert early.preroll == []
+    early.mark_start()
+    assert early.split() == HeldAudio([], [])
 
 
 def test_ogg_opus_for_the_notify_player() -> None:

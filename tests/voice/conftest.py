@@ -41,10 +41,10 @@ from tests.voice.engines import Voice, async_setup_engines, loud, tts_cache_in
 __all__ = ["Voice", "loud", "mac_of", "satellite_id", "token_of"]
 
 
-def satellite_id(hass: HomeAssistant) -> str:
-    """Return the device's satellite entity."""
+def satellite_id(hass: HomeAssistant, mac: str = MAC) -> str:
+    """Return the satellite entity of the device (of the box with ``mac``)."""
     entity_id = er.async_get(hass).async_get_entity_id(
-        "assist_satellite", DOMAIN, f"{MAC}-assist_satellite"
+        "assist_satellite", DOMAIN, f"{mac}-assist_satellite"
     )
     assert entity_id is not None
     return entity_id

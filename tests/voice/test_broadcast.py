@@ -12,32 +12,26 @@ from collections.abc import Awaitable, Callable
 import logging
 
 from homeassistant.core import HomeAssistant
-from homeassistant.helpers import entity_registry as er
 import pytest
 from pytest_homeassistant_custom_component.common import MockConfigEntry
 
-from custom_components.xiaozhi.const import DOMAIN
 from custom_components.xiaozhi.voice.stage import Stage
 from simulator import SimulatedDevice
 from simulator.voice import dominant_frequency, silence, tone
 from tests.conftest import LOOPBACK_OTA_URL, WS_URL, wait_for_runtime
-from tests.voice.conftest import Voice, mac_of, state_reached, token_of
+from tests.voice.conftest import (
+    Voice,
+    mac_of,
+    satellite_id,
+    state_reached,
+    token_of,
+)
 from tests.voice.test_turn import closed
 
 pytestmark = pytest.mark.mqtt_endpoint
 
 ASKED = 660.0  # the tone of the box that asks for the broadcast
 MESSAGE = "dinner is ready"
-
-
-def satellite_of(hass: HomeAssistant, entry: MockConfigEntry) -> str:
-    """Return the satellite entity of a box's entry."""
-    mac = entry.runtime_data.entry_data.mac
-    entity_id = er.async_get(hass).async_get_entity_id(
-        "assist_satellite", DOMAIN, f"{mac}-assist_satellite"
-    )
-    assert entity_id is not None
-    return entity_id
 
 
 def hears(pcm: bytes) -> str:
@@ -78,12 +72,12 @@ async def test_broadcast_reaches_every_box_that_can_be_reached(
     await wait_for_runtime(entries[2].runtime_data, lambda r: r.session is None)
     assert entries[2].runtime_data.entry_data.expected_disconnect
     assert (
-        hass.states.get(satellite_of(hass, entries[2])).attributes["supported_features"]
+        hass.states.get(satellite_id(hass, mac_of(2))).attributes["supported_features"]
         == 0
     )
     # Another box is in a conversation: it speaks a long reply.
     voice.tts.seconds = 30.0
-    responding = state_reached(hass, satellite_of(hass, entries[3]), "responding")
+    responding = state_reached(hass, satellite_id(hass, mac_of(3)), "responding")
     await busy.wake("你好小智", tone(440, 0.5) + silence(1.0))
     await asyncio.wait_for(responding, 10)
     assert entries[3].runtime_data.conversation.stage is Stage.SPEAKING

@@ -27,7 +27,7 @@ from custom_components.xiaozhi.media import notify
 from simulator import SimulatedDevice
 from simulator.voice import dominant_frequency, mp3_bytes, silence, tone
 from tests.conftest import LOOPBACK_OTA_URL, MAC, TOKEN, WS_URL, wait_for_runtime
-from tests.voice.conftest import Voice, connected, satellite_id
+from tests.voice.conftest import Voice, connected, satellite_id, state_reached
 from tests.voice.test_turn import FRAME
 
 pytestmark = pytest.mark.mqtt_endpoint
@@ -135,20 +135,8 @@ def state(hass: HomeAssistant) -> str:
 
 async def until_state(hass: HomeAssistant, wanted: str, timeout: float = 5) -> None:
     """Wait until the media player's state is ``wanted``."""
-    reached = asyncio.Event()
-
-    @callback
-    def check(_event: Event[EventStateChangedData] | None = None) -> None:
-        if state(hass) == wanted:
-            reached.set()
-
-    unsubscribe = async_track_state_change_event(hass, player_id(hass), check)
-    try:
-        check()
-        async with asyncio.timeout(timeout):
-            await reached.wait()
-    finally:
-        unsubscribe()
+    if state(hass) != wanted:
+        await asyncio.wait_for(state_reached(hass, player_id(hass), wanted), timeout)
 
 
 async def test_a_song_plays_whole_on_an_idle_device(

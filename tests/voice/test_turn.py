@@ -615,50 +615,40 @@ async def test_a_typed_question_is_answered_aloud(
     assert runtime.entry_data.last_reply == "Sure, done 😊"
 
 
+@pytest.mark.parametrize(
+    ("seconds", "gap"),
+    [
+        # Live audio: one packet per frame, not a burst.
+        pytest.param(0.3, 0.02, id="paced"),
+        # 15 packets read back to back: Home Assistant was busy.
+        pytest.param(0.9, 0.0, id="bunched"),
+    ],
+)
 async def test_a_question_typed_while_the_microphone_streams(
     hass: HomeAssistant,
     voice: Voice,
     init_integration: MockConfigEntry,
     talker: SimulatedDevice,
+    seconds: float,
+    gap: float,
 ) -> None:
     """py-xiaozhi starts listening and streams before its typed detect.
 
-    Live audio is no pre-roll: the sentence is still a question, answered,
-    and it does not become the device's wake word.
+    Live audio is no pre-roll, however bunched it arrives: what came after
+    ``listen start`` is the turn's. The sentence is still a question,
+    answered, and it does not become the device's wake word.
     """
     await voice.use_agent()
     voice.tts.seconds = 0.3
     voice.stt.delay = 1.0  # whatever it heard, it is still listening
     await talker.wake("你好小智", b"", detect=False)
-    for packet in MicEncoder().frames(tone(440, 0.3)):
+    for packet in MicEncoder().frames(tone(440, seconds)):
         await talker.send_audio_packet(packet)
-        await asyncio.sleep(0.02)  # live audio: one packet per frame, not a burst
+        if gap:
+            await asyncio.sleep(gap)
     await talker.send_listen("detect", text="What time is it in Paris?")
     await talker.wait_for(lambda: "Sure, done 😊" in talker.tts_sentences, timeout=15)
     # Only the typed question reached the agent, not what the mic heard.
-    assert [turn.text for turn in voice.agent.inputs] == ["What time is it in Paris?"]
-    assert init_integration.runtime_data.entry_data.wake_word is None
-
-
-async def test_a_question_typed_while_a_busy_server_reads_the_stream_late(
-    hass: HomeAssistant,
-    voice: Voice,
-    init_integration: MockConfigEntry,
-    talker: SimulatedDevice,
-) -> None:
-    """Live audio read back to back (Home Assistant was busy) is no pre-roll.
-
-    What came after ``listen start`` is the turn's, however bunched it
-    arrives: the typed detect that follows is still a question.
-    """
-    await voice.use_agent()
-    voice.tts.seconds = 0.3
-    voice.stt.delay = 1.0  # whatever it heard, it is still listening
-    await talker.wake("你好小智", b"", detect=False)
-    for packet in MicEncoder().frames(tone(440, 0.9)):  # 15 packets, no pause
-        await talker.send_audio_packet(packet)
-    await talker.send_listen("detect", text="What time is it in Paris?")
-    await talker.wait_for(lambda: "Sure, done 😊" in talker.tts_sentences, timeout=15)
     assert [turn.text for turn in voice.agent.inputs] == ["What time is it in Paris?"]
     assert init_integration.runtime_data.entry_data.wake_word is None
 
