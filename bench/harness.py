@@ -79,22 +79,26 @@ def settle_memory() -> None:
     gc.collect()
 
 
-def run(main: Callable[[], Coroutine[Any, Any, Any]]) -> Any:
+def run(main: Callable[[], Coroutine[Any, Any, Any]], *, timed: bool = True) -> Any:
     """Run ``main`` on an event loop configured as Home Assistant's runner does.
 
-    Every callback is timed meanwhile; a dict result gets the slow ones
-    (``slow_callbacks``, :mod:`bench.slow`).
+    ``timed``: every callback is timed meanwhile, and a dict result gets the
+    slow ones (``slow_callbacks``, :mod:`bench.slow`). A run that traces
+    memory is not: tracing slows every callback, and the records would be
+    counted as the devices' memory.
     """
     loop = runner.create_event_loop()
-    watch = SlowCallbacks()
+    watch = SlowCallbacks() if timed else None
     try:
         asyncio.set_event_loop(loop)
-        watch.install()
+        if watch is not None:
+            watch.install()
         try:
             result = loop.run_until_complete(main())
         finally:
-            watch.uninstall()
-        if isinstance(result, dict):
+            if watch is not None:
+                watch.uninstall()
+        if watch is not None and isinstance(result, dict):
             result["slow_callbacks"] = watch.summary()
         return result
     finally:

@@ -474,7 +474,7 @@ def _run_worker(
     n: int, params: ScaleParams, script: DeviceScript, mode: str
 ) -> dict[str, Any]:
     """Run one size in this (fresh) process."""
-    return run(lambda: _worker(n, params, script, mode))
+    return run(lambda: _worker(n, params, script, mode), timed=mode != MODE_TRACEMALLOC)
 
 
 def _in_fresh_process(
@@ -494,11 +494,7 @@ def run_size(n: int, params: ScaleParams, script: DeviceScript) -> dict[str, Any
     """
     if params.separate_tracemalloc:
         data = _in_fresh_process(n, params, script, MODE_MAIN)
-        traced = _in_fresh_process(n, params, script, MODE_TRACEMALLOC)
-        # Tracing every allocation slows every callback: its timings say
-        # nothing of the loop, the untraced run's do.
-        traced.pop("slow_callbacks", None)
-        data |= traced
+        data |= _in_fresh_process(n, params, script, MODE_TRACEMALLOC)
     else:
         data = _in_fresh_process(n, params, script, MODE_BOTH)
     data["params"] = asdict(params)
