@@ -314,6 +314,11 @@ class XiaozhiEntryData:
         self._notify = {"firmware": self.firmware, "plays": plays}
         self._schedule_save()
 
+    @property
+    def push_to_talk(self) -> bool:
+        """Return True when the device listens while its button is held (manual)."""
+        return self.listen_mode == "manual"
+
     @callback
     def async_set_listen_mode(self, mode: str | None) -> None:
         """Take how the device listens now (None: the conversation ended)."""

@@ -19,7 +19,7 @@ import contextlib
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import Final, Protocol
+from typing import Protocol
 
 from homeassistant.core import CALLBACK_TYPE, HomeAssistant, callback
 from homeassistant.exceptions import HomeAssistantError
@@ -35,8 +35,6 @@ from ..protocol.audio.ogg import Chunk, ChunkEncoder, OggOpusWriter, OpusChunks
 from ..protocol.audio.pacing import TTS_START_SETTLE, DownlinkPacer
 from ..speaker.channel import VoiceChannel
 from .notify import NotifyStream, async_first_chunk, async_notify
-
-MANUAL: Final = "manual"
 
 
 class PlaybackState(StrEnum):
@@ -262,7 +260,7 @@ class MediaPlayback:
                 job.tell_device
                 and spoke
                 and job.end_conversation
-                and self._device.listen_mode != MANUAL
+                and not self._device.push_to_talk
             ):
                 await channel.async_end_conversation()
             self._set(job, PlaybackState.IDLE)

@@ -32,7 +32,6 @@ ABORT_LISTEN_GRACE: Final = 3.0
 # conversation or question; if none of them reaches the device by then, the
 # turn is ended rather than left listening to nobody.
 TAKEOVER_GRACE: Final = 5.0
-MANUAL: Final = "manual"
 
 # Runs a task of the device's entry, named for what it does.
 type Spawn = Callable[[Coroutine[Any, Any, None], str], asyncio.Task[None]]
@@ -256,7 +255,7 @@ class Turns:
         self._announcer.cancel(say_stop=True)
         # After a wake word it listens in its default mode; after its button,
         # push-to-talk goes idle.
-        idles = reason != ABORT_WAKE_WORD and self._device.listen_mode == MANUAL
+        idles = reason != ABORT_WAKE_WORD and self._device.push_to_talk
         self._spawn(self._async_after_abort(turn, idles=idles), "abort")
 
     async def _async_after_abort(self, turn: VoiceTurn | None, *, idles: bool) -> None:

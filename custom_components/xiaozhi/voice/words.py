@@ -25,7 +25,6 @@ from .stage import Stage
 
 # After a question the device listens again by itself (auto mode).
 ANSWER_START_TIMEOUT: Final = 10.0
-MANUAL: Final = "manual"
 
 type Take = Callable[[Stage], VoiceChannel]
 
@@ -87,7 +86,7 @@ class Words:
             played = await self.announcer.async_announce(channel, announcement)
         finally:
             self._release(Stage.ANNOUNCING)
-        if played and self._device.listen_mode != MANUAL:
+        if played and not self._device.push_to_talk:
             # After tts stop the device would start listening. (Aborted, it
             # is the abort's: a wake word goes on to a turn of its own.)
             await self._end()
@@ -102,7 +101,7 @@ class Words:
             raise translated_error("conversation_needs_wake", self._name)
         listening = False
         # Push-to-talk waits for its button after the announcement: not asked.
-        if self._device.listen_mode != MANUAL:
+        if not self._device.push_to_talk:
             channel = self._take(Stage.ANNOUNCING)
             asked = self._asked = self._hass.loop.create_future()
             try:
