@@ -561,6 +561,10 @@ async def test_music_plays_after_the_reply_in_a_conversation(
     assert abs(len(played) / 2 / RATE - 2.0) <= 3 * FRAME
     assert abs(dominant_frequency(played[-RATE:], RATE) - 660) <= 5
     assert device.speaker.record.dropped == 0
+    # The song follows the reply with the device Speaking throughout: a stop
+    # and a start between them would have it Listening (a listen start) and
+    # dropping audio in the meantime.
+    assert tts_states(device) == ["start", "stop"]
     assert device.notify_sounds == []
     assert device.speaker.record.bursts == 0
     if chip == "esp32c3":
@@ -598,6 +602,15 @@ async def test_an_idle_websocket_device_cannot_play(
     with pytest.raises(HomeAssistantError) as err:
         await play(hass, sources.url("/song.mp3"))
     assert err.value.translation_key == "play_not_connected"
+
+
+def tts_states(device: SimulatedDevice) -> list[str]:
+    """Return the ``tts`` starts and stops the device was sent, in order."""
+    return [
+        frame["state"]
+        for frame in device.received
+        if frame["type"] == "tts" and frame.get("state") in ("start", "stop")
+    ]
 
 
 async def conversation_device(
@@ -642,12 +655,16 @@ async def test_music_in_a_conversation_stops_on_request(
     record = device.speaker.record
     played = record.played
     await device.wait_for(lambda: record.played > played + 10, timeout=10)
+    dropped = record.dropped
     await hass.services.async_call(
         "media_player", "media_stop", {"entity_id": player_id(hass)}, blocking=True
     )
     assert state(hass) == "idle"
     await device.wait_for(lambda: device.goodbyes_received >= 1, timeout=5)
-    assert record.dropped == 0
+    # Nothing was sent after the stop (the device drops audio once it is not
+    # Speaking), and the stop came once.
+    assert record.dropped == dropped
+    assert tts_states(device) == ["start", "stop"]
     async with asyncio.timeout(5):
         await sources.radio_closed.wait()
 

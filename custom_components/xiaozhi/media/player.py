@@ -82,6 +82,8 @@ class _Job:
     # device itself moved on).
     tell_device: bool = True
     end_conversation: bool = True
+    # A reply handed the device over still Speaking: no ``tts start``.
+    speaking: bool = False
 
     @property
     def waiting(self) -> bool:
@@ -232,7 +234,10 @@ class MediaPlayback:
         spoke = False
         try:
             await job.go.wait()
-            await channel.async_start_speaking()
+            settle = 0.0
+            if not job.speaking:
+                await channel.async_start_speaking()
+                settle = TTS_START_SETTLE
             spoke = True
             self._set(job, PlaybackState.PLAYING)
             job.now.started_at = dt_util.utcnow()
@@ -240,7 +245,7 @@ class MediaPlayback:
                 channel.async_send_audio,
                 frame_duration=channel.frame_duration / 1000,
                 lead=channel.lead_frames,
-                not_before=self.hass.loop.time() + TTS_START_SETTLE,
+                not_before=self.hass.loop.time() + settle,
             )
             await pacer.send(first.data)
             async for chunk in chunks:
@@ -343,10 +348,15 @@ class MediaPlayback:
         return self._job is not None and self._job.on_channel
 
     @callback
-    def take_over_channel(self) -> bool:
-        """Take the open channel once a turn is over; True when media waits for it."""
+    def take_over_channel(self, *, speaking: bool) -> bool:
+        """Take the open channel once a turn is over; True when media waits for it.
+
+        ``speaking``: the device is still Speaking the reply (no ``tts stop``
+        was sent), and the media follows it without a ``tts start``.
+        """
         if (job := self._job) is None or not job.waiting:
             return False
+        job.speaking = speaking
         job.go.set()
         return True
 

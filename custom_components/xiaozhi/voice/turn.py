@@ -99,6 +99,8 @@ class VoiceTurn:
         )
         self._speaking = False
         self._tts_stopped = False
+        # The reply's end handed the device over to media still Speaking.
+        self.handed_over = False
         self.ended = False
         self._on_silent = on_silent
         self._on_stage = on_stage
@@ -285,19 +287,32 @@ class VoiceTurn:
 
     # --- the end -----------------------------------------------------------
 
-    async def finish(self) -> bool:
+    async def finish(self, hand_over: Callable[[bool], bool] | None = None) -> bool:
         """Wait for the reply to play and stop speaking.
 
         Returns True when the conversation continues (the agent asked a
         question): the device listens again by itself after ``tts stop``.
+        Otherwise ``hand_over(speaking)`` is offered the device first; when
+        it takes it (media waited for the reply) the device goes on Speaking
+        with no ``tts stop``. A stop followed by a start would have the
+        firmware enter Listening in between (``application.cc``: auto mode
+        sends ``listen start`` once its queue is idle) and drop the audio
+        that comes before it is Speaking again.
         """
         if self._speaker is not None:
             await self._speaker
         await self._steps.join()
-        await self._stop_speaking()
+        continues = self.result.continue_conversation and self.result.error is None
+        self.handed_over = (
+            not continues
+            and hand_over is not None
+            and hand_over(self._speaking and not self._tts_stopped)
+        )
+        if not self.handed_over:
+            await self._stop_speaking()
         self._on_played()
         self._close()
-        return self.result.continue_conversation and self.result.error is None
+        return continues
 
     async def abort(self) -> None:
         """Stop the reply at once (within one frame) and say ``tts stop``."""

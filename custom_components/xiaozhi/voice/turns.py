@@ -159,7 +159,13 @@ class Turns:
             # The device went away while it ran: nothing more to say to it.
             self._finished()
             return
-        continues = await turn.finish()
+        continues = await turn.finish(
+            # A turn the device started meanwhile has it listening: media
+            # that takes over then says ``tts start`` itself.
+            lambda speaking: self._player.take_over_channel(
+                speaking=speaking and self.turn is turn
+            )
+        )
         if self.turn is turn:
             self.turn = None
             self._enter(Stage.ASKING if continues else Stage.IDLE)
@@ -173,7 +179,7 @@ class Turns:
             self._enter(Stage.IDLE)
             if (run := self._run) is not None and run is not asyncio.current_task():
                 run.cancel()
-        if self._player.take_over_channel():
+        if turn.handed_over:
             return  # media waited for the reply; it ends the conversation
         await turn.channel.async_end_conversation()
 
