@@ -28,7 +28,7 @@ from simulator import SimulatedDevice
 from simulator.voice import dominant_frequency, mp3_bytes, silence, tone
 from tests.conftest import LOOPBACK_OTA_URL, MAC, TOKEN, WS_URL, wait_for_runtime
 from tests.voice.conftest import Voice, connected, satellite_id, state_reached
-from tests.voice.test_turn import FRAME
+from tests.voice.test_turn import FRAME, texts
 
 pytestmark = pytest.mark.mqtt_endpoint
 
@@ -564,7 +564,7 @@ async def test_music_plays_after_the_reply_in_a_conversation(
     # The song follows the reply with the device Speaking throughout: a stop
     # and a start between them would have it Listening (a listen start) and
     # dropping audio in the meantime.
-    assert tts_states(device) == ["start", "stop"]
+    assert tts_states(device) == ["tts:start", "tts:stop"]
     assert device.notify_sounds == []
     assert device.speaker.record.bursts == 0
     if chip == "esp32c3":
@@ -606,11 +606,7 @@ async def test_an_idle_websocket_device_cannot_play(
 
 def tts_states(device: SimulatedDevice) -> list[str]:
     """Return the ``tts`` starts and stops the device was sent, in order."""
-    return [
-        frame["state"]
-        for frame in device.received
-        if frame["type"] == "tts" and frame.get("state") in ("start", "stop")
-    ]
+    return [what for what in texts(device) if what in ("tts:start", "tts:stop")]
 
 
 async def conversation_device(
@@ -664,7 +660,7 @@ async def test_music_in_a_conversation_stops_on_request(
     # Nothing was sent after the stop (the device drops audio once it is not
     # Speaking), and the stop came once.
     assert record.dropped == dropped
-    assert tts_states(device) == ["start", "stop"]
+    assert tts_states(device) == ["tts:start", "tts:stop"]
     async with asyncio.timeout(5):
         await sources.radio_closed.wait()
 
